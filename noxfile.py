@@ -1,0 +1,102 @@
+"""Test environments and sessions for npu_shim.
+
+Each verl release under test gets its own virtualenv in ``.cache/envs/``, named
+after a hash of its pins: change a pin and a new environment is built (the old
+one is removed), leave them alone and the cached one is reused as is.  Sessions
+run with ``venv_backend="none"`` and call those environments' interpreters, so
+the demo and the tests share one verl 0.7.1 environment instead of two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+ENVS = ROOT / ".cache" / "envs"
+
+# The CPU build of torch 2.13.0 lies on this machine kind's disk; an open torch
+# requirement would pull a CUDA build of several GB instead.
+TORCH = "torch==2.13.0"
+MEGATRON = "megatron-core==0.16.1"
+TEST_TOOLS = ["pytest==9.2.0", "wrapt==2.5.2"]
+
+# The smallest pip sets that work, per verl release (see ../shared/verl-facts.md):
+# 0.6-0.8 need numpy<2 and pyarrow 26 needs numpy>=2; 0.6.1 breaks on transformers 5.
+VERL_PINS: dict[str, list[str]] = {
+    "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<5"],
+    "0.7.1": ["verl==0.7.1", TORCH, MEGATRON, "pyarrow<26"],
+    "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, "pyarrow<26"],
+    "0.9.1": ["verl==0.9.1", TORCH, MEGATRON],
+}
+AFFECTED = ("0.6.1", "0.7.1")
+DEMO_VERL = "0.7.1"
+
+nox.options.sessions = ["lint", "unit", "matrix"]
+nox.options.error_on_missing_interpreters = True
+
+
+def cached_env(session: nox.Session, name: str, requirements: list[str]) -> Path:
+    """Return the python of a cached virtualenv holding ``requirements``, building it if needed."""
+    digest = hashlib.sha256("\n".join([sys.version, *requirements]).encode()).hexdigest()[:12]
+    env = ENVS / f"{name}-{digest}"
+    python = env / "bin" / "python"
+    ready = env / ".complete"
+    if ready.exists():
+        return python
+    for stale in ENVS.glob(f"{name}-*"):
+        session.log(f"removing stale environment {stale.name}")
+        shutil.rmtree(stale)
+    session.log(f"building {env.name}: {' '.join(requirements)}")
+    session.run(sys.executable, "-m", "venv", str(env), external=True)
+    session.run(str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements, external=True)
+    ready.touch()
+    return python
+
+
+def verl_env(session: nox.Session, verl: str) -> Path:
+    return cached_env(session, f"verl-{verl}", [*VERL_PINS[verl], *TEST_TOOLS])
+
+
+@nox.session(venv_backend="none")
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree."""
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(venv_backend="none")
+def unit(session: nox.Session) -> None:
+    """Synthetic verl layouts, bootstrap and start-up tests: no torch, no verl."""
+    python = cached_env(session, "unit", TEST_TOOLS)
+    session.run(str(python), "-m", "pytest", "tests/unit", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
+@nox.parametrize("verl", list(VERL_PINS))
+def matrix(session: nox.Session, verl: str) -> None:
+    """Real verl, real megatron-core, real torch.distributed, simulated NPU."""
+    python = verl_env(session, verl)
+    session.run(
+        str(python), "-m", "pytest", "tests/matrix", *session.posargs,
+        env={"NPU_SHIM_TEST_VERL": verl}, external=True,
+    )
+
+
+@nox.session(venv_backend="none")
+def build_envs(session: nox.Session) -> None:
+    """Build (or confirm) every cached environment without running tests."""
+    cached_env(session, "unit", TEST_TOOLS)
+    for verl in VERL_PINS:
+        verl_env(session, verl)
+
+
+@nox.session(venv_backend="none")
+def demo(session: nox.Session) -> None:
+    """The before/after demonstration on verl 0.7.1 and a simulated NPU."""
+    python = verl_env(session, DEMO_VERL)
+    session.run(str(python), str(ROOT / "demo.py"), external=True)

@@ -1,0 +1,38 @@
+"""One module per upstream verl change that npu_shim backports, applied in this order.
+
+Each module says which verl change it mirrors, how it tells that the change is
+missing, and what it does; each ``apply`` returns an :class:`Outcome` and makes
+its edits through the shared :class:`~npu_shim.changes.ChangeSet`, so that a
+failure anywhere reverts all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from npu_shim.changes import ChangeSet
+from npu_shim.layout import VerlLayout
+
+APPLIED = "applied"
+ALREADY_APPLIED = "already applied"  # by an earlier activation in this process
+NATIVE = "native"  # this verl has the change: npu_shim stands aside
+NOT_APPLICABLE = "not applicable"  # nothing to fix here (old verl, no Megatron, no MindSpeed engine)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    fix: str
+    verdict: str
+    reason: str
+
+
+def apply_all(layout: VerlLayout, changes: ChangeSet) -> list[Outcome]:
+    from npu_shim.fixes import lm_engine_repatch, shared_repatch, value_engine
+
+    steps: list[Callable[[VerlLayout, ChangeSet], Outcome]] = [
+        shared_repatch.apply,  # verl #6135: the repatch function both engines share
+        value_engine.apply,  # verl #6135: the MindSpeed value-head engine
+        lm_engine_repatch.apply,  # verl #5697/#6135: LM engine repatches before the device mesh
+    ]
+    return [step(layout, changes) for step in steps]

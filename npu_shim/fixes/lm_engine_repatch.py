@@ -1,0 +1,57 @@
+"""Backport of the LM-head engine's repatch placement (verl #5697, then #6135's shared function).
+
+Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` in verl >= 0.8.0, which
+runs ``_mindspeed_repatch(self.engine_config)`` and then Megatron's own
+``_init_device_mesh``.
+Missing when: ``MindspeedEngineWithLMHead`` defines no ``_init_device_mesh`` and
+repatches at the end of ``__init__`` instead (0.6.x, 0.7.x): after Megatron's
+parallel state exists, too late for MindSpeed's context-parallel wrapper; 0.7.1
+also writes ``use_flash_attn`` into the user's ``override_transformer_config``.
+Does: drops that ``__init__`` (the class then inherits Megatron's, as upstream's
+effectively does) and adds upstream's ``_init_device_mesh``. It acts only on an
+``__init__`` whose body it recognises, so a verl that changed it is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from npu_shim.changes import ChangeSet
+from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
+from npu_shim.fixes.shared_repatch import mindspeed_repatch
+from npu_shim.layout import VerlLayout
+
+NAME = "lm_engine_repatch"
+CLASS_NAME = "MindspeedEngineWithLMHead"
+# Every global and attribute name the 0.6.0-0.7.1 __init__ touches: super().__init__(...),
+# then build a repatch config from self.engine_config and call repatch(config).
+KNOWN_INIT_NAMES = frozenset({"super", "__init__", "engine_config", "get", "context_parallel_size", "repatch"})
+
+
+def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
+    def _init_device_mesh(self: Any) -> None:
+        mindspeed_repatch(self.engine_config)
+        super(engine_class, self)._init_device_mesh()
+
+    _init_device_mesh.__npu_shim__ = True  # type: ignore[attr-defined]
+    _init_device_mesh.__qualname__ = f"{engine_class.__qualname__}._init_device_mesh"
+    return _init_device_mesh
+
+
+def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
+    engine_class = getattr(layout.mindspeed_impl, CLASS_NAME, None)
+    if engine_class is None:
+        return Outcome(NAME, NOT_APPLICABLE, f"verl has no {CLASS_NAME}")
+    own_mesh_init = engine_class.__dict__.get("_init_device_mesh")
+    if own_mesh_init is not None:
+        if getattr(own_mesh_init, "__npu_shim__", False):
+            return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME}._init_device_mesh was added earlier in this process")
+        return Outcome(NAME, NATIVE, f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697)")
+    init = engine_class.__dict__.get("__init__")
+    names = set(getattr(getattr(init, "__code__", None), "co_names", ()))
+    if init is None or not names <= KNOWN_INIT_NAMES:
+        return Outcome(NAME, NOT_APPLICABLE, f"{CLASS_NAME}.__init__ is not the 0.6/0.7 one; left as verl ships it")
+    changes.delattr(engine_class, "__init__")
+    changes.setattr(engine_class, "_init_device_mesh", repatch_then_init_device_mesh(engine_class))
+    return Outcome(NAME, APPLIED, f"{CLASS_NAME} now repatches in _init_device_mesh, once, on a copy of the config")

@@ -1,0 +1,73 @@
+"""Backport of ``_mindspeed_repatch`` (verl #6135, with #6674's semantics as in verl 0.9.x).
+
+Mirrors: ``verl/workers/engine/mindspeed/transformer_impl.py::_mindspeed_repatch``.
+Missing when: verl's MindSpeed engine module has no ``_mindspeed_repatch`` (verl < 0.8.0).
+Does: binds :func:`mindspeed_repatch` there under upstream's name, for the engines
+npu_shim adds and for anyone who calls it as upstream code does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from npu_shim.changes import ChangeSet
+from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
+from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
+
+NAME = "shared_repatch"
+UPSTREAM_NAME = "_mindspeed_repatch"
+
+
+def mindspeed_repatch(engine_config: Any) -> None:
+    """Re-run MindSpeed's Megatron patches for this engine's config, before the device mesh exists.
+
+    MindSpeed wraps ``initialize_model_parallel`` for context parallelism only when
+    its patches see the CP size, which verl passes through its own config rather
+    than Megatron's command line: so this must run before
+    ``MegatronEngine._init_device_mesh`` initialises Megatron's parallel state.
+    """
+    # The `repatch` that verl's own module bound (None when MindSpeed is absent),
+    # looked up per call: importing mindspeed here would patch Megatron out of order.
+    repatch = getattr(sys.modules.get(MINDSPEED_IMPL), "repatch", None)
+    if repatch is None:
+        return
+    config = dict(engine_config.get("override_transformer_config", None) or {})  # never the user's dict
+    backend = config.get("attention_backend")
+    if isinstance(backend, str):
+        config["attention_backend"] = _attn_backend(backend)
+    # MindSpeed's batch-invariant flash attention replaces DotProductAttention.forward;
+    # fusion attention (use_flash_attn) would register the same patch a second time.
+    if config.get("use_flash_attn_npu_batch_invariant"):
+        config["use_flash_attn"] = False
+    else:
+        config.setdefault("use_flash_attn", True)
+    if engine_config.context_parallel_size > 1:
+        config["context_parallel_size"] = engine_config.context_parallel_size
+    repatch(config)
+
+
+def _attn_backend(name: str) -> Any:
+    from megatron.core.transformer.enums import AttnBackend  # loaded, and patched, by the time engines are built
+
+    try:
+        return AttnBackend[name]
+    except KeyError:
+        choices = ", ".join(member.name for member in AttnBackend)
+        raise ValueError(
+            f"override_transformer_config.attention_backend={name!r} is not a Megatron AttnBackend; "
+            f"use one of: {choices}"
+        ) from None
+
+
+def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
+    module = layout.mindspeed_impl
+    if module is None:
+        return Outcome(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
+    current = getattr(module, UPSTREAM_NAME, None)
+    if current is mindspeed_repatch:
+        return Outcome(NAME, ALREADY_APPLIED, f"{UPSTREAM_NAME} is npu_shim's, bound earlier in this process")
+    if current is not None:
+        return Outcome(NAME, NATIVE, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} exists (verl >= 0.8.0)")
+    changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
+    return Outcome(NAME, APPLIED, f"bound {MINDSPEED_IMPL}.{UPSTREAM_NAME}")

@@ -1,0 +1,23 @@
+"""pytest fixtures for the simulated NPU: ``pytest_plugins = ["npu_shim.testing.pytest_plugin"]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from npu_shim import testing
+
+
+@pytest.fixture
+def simulated_npu() -> None:
+    """This process sees a simulated Ascend NPU (verl must not have been imported without it)."""
+    testing.simulate_npu()
+
+
+@pytest.fixture
+def repatch_calls(simulated_npu: None) -> list[dict[str, Any]]:
+    """The stand-in MindSpeed ``repatch`` calls made during the test (emptied before it)."""
+    calls = testing.repatch_calls()
+    calls.clear()
+    return calls

@@ -1,0 +1,37 @@
+"""SIMULATED torch_npu, from npu_shim.testing: NOT Huawei's torch_npu, and no NPU behind it.
+
+It registers an ``npu`` device with torch (``rename_privateuse1_backend`` plus a
+device module that says one is available) so that code which branches on
+"is there an Ascend NPU?" takes its NPU path on a CPU-only machine. Every
+``torch_npu.npu_*`` kernel is a callable that raises: nothing runs on the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import torch
+
+from torch_npu import npu
+
+SIMULATED = True
+__version__ = "2.13.0+npu_shim.simulated"
+
+if torch._C._get_privateuse1_backend_name() != "npu":
+    torch.utils.rename_privateuse1_backend("npu")
+    torch._register_device_module("npu", npu)
+
+
+def _autoload() -> None:
+    """Entry point in group ``torch.backends``: ``import torch`` loads this module, as it does the real one."""
+
+
+def __getattr__(name: str) -> Any:
+    if not name.startswith("npu_"):
+        raise AttributeError(f"module 'torch_npu' (simulated by npu_shim.testing) has no attribute {name!r}")
+
+    def kernel(*args: object, **kwargs: object) -> NoReturn:
+        raise RuntimeError(f"torch_npu.{name}: simulated NPU (npu_shim.testing), no kernel to run")
+
+    kernel.__name__ = name
+    return kernel

@@ -1,0 +1,54 @@
+"""SIMULATED ``torch.npu`` device module, from npu_shim.testing: reports an NPU, runs nothing.
+
+``device_count() == 0`` keeps verl's ``set_random_seed`` away from Megatron's
+CUDA RNG tracker, which would need a real device.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+SIMULATED = True
+
+
+def is_available() -> bool:
+    return True
+
+
+def device_count() -> int:
+    return 0
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device: object) -> None:
+    pass
+
+
+def manual_seed(seed: int) -> None:
+    pass
+
+
+def manual_seed_all(seed: int) -> None:
+    pass
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def synchronize(device: object = None) -> None:
+    pass
+
+
+def empty_cache() -> None:
+    pass
+
+
+def _no_range(*args: object, **kwargs: object) -> int:
+    return 0
+
+
+mstx = SimpleNamespace(range_start=_no_range, range_end=_no_range, mark=_no_range)
