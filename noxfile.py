@@ -65,8 +65,9 @@ def verl_env(session: nox.Session, verl: str) -> Path:
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree."""
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+    ruff = str(Path(sys.executable).parent / "ruff")  # installed beside nox by the Makefile
+    session.run(ruff, "check", ".", external=True)
+    session.run(ruff, "format", "--check", ".", external=True)
 
 
 @nox.session(venv_backend="none")
@@ -93,6 +94,13 @@ def build_envs(session: nox.Session) -> None:
     cached_env(session, "unit", TEST_TOOLS)
     for verl in VERL_PINS:
         verl_env(session, verl)
+
+
+@nox.session(venv_backend="none")
+def bench(session: nox.Session) -> None:
+    """Start-up and import-time benchmark: paired runs, medians and ratios."""
+    python = verl_env(session, DEMO_VERL)
+    session.run(str(python), str(ROOT / "benchmarks" / "startup.py"), *session.posargs, external=True)
 
 
 @nox.session(venv_backend="none")

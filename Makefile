@@ -1,0 +1,30 @@
+# Two entry points for a fresh machine (Python 3.11 with pip and venv):
+#   make demo   the before/after demonstration on verl 0.7.1 and a simulated NPU
+#   make test   lint, unit tests and the verl version matrix (the command CI runs)
+# Environments are built on first use and cached in .cache/ (git-ignored).
+
+PYTHON ?= python3
+TOOLS_PINS := nox==2026.10.20 ruff==0.17.5
+TOOLS := .cache/tools
+TOOLS_STAMP := $(TOOLS)/.pins-$(subst ==,-,$(subst $() ,_,$(TOOLS_PINS)))
+NOX := $(TOOLS)/bin/nox
+
+.PHONY: test demo bench envs
+
+test: $(TOOLS_STAMP)
+	$(NOX) -s lint unit matrix
+
+demo: $(TOOLS_STAMP)
+	@$(NOX) --no-color -s demo
+
+bench: $(TOOLS_STAMP)
+	$(NOX) -s bench
+
+envs: $(TOOLS_STAMP)
+	$(NOX) -s build_envs
+
+$(TOOLS_STAMP):
+	rm -rf $(TOOLS)
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install -q --disable-pip-version-check $(TOOLS_PINS)
+	touch $@
