@@ -115,9 +115,9 @@ def activate(via: str) -> bool:
     once when ``verl.workers.engine`` is there too).
     """
     global activated_via
-    if switch("NPU_SHIM_DISABLE"):
+    settings = {name: switch(name) for name in SWITCHES}  # every bad value is reported now, at start-up
+    if settings["NPU_SHIM_DISABLE"]:
         return False
-    switch("NPU_SHIM_STRICT")  # read now so that a bad value is reported at start-up
     with _lock:
         if activated_via is not None:
             return True

@@ -1,0 +1,325 @@
+"""What npu_shim costs at start-up, at ``import verl.workers.engine`` and per registry call.
+
+Why: the shim is loaded by a ``sitecustomize.py`` on PYTHONPATH, so *every*
+interpreter in a container pays for it (pip, ray's helpers, shell one-liners),
+not only the ones that train. Its start-up half is standard library only and
+defers wrapt (~50 ms) until verl is imported; these figures show whether that
+holds and what is left.
+
+What is measured (all in child processes started with ``sys.executable``, a
+clean environment of PATH, HOME and only the PYTHONPATH a variant needs, and a
+temporary empty working directory):
+
+1. Interpreter start-up, ``python -c pass``. Every round runs each variant once,
+   in a shuffled order:
+
+   - ``bare``: no PYTHONPATH;
+   - ``empty-sc``: an empty ``sitecustomize.py``, the floor of any sitecustomize shim;
+   - ``shim-sc``: PYTHONPATH=<checkout>, the checkout's ``sitecustomize.py``;
+   - ``shim-bootstrap``: PYTHONPATH=<checkout>/npu_shim/bootstrap, the installed-style entry point;
+   - ``import-shim``: ``-c "import npu_shim"`` with no sitecustomize (a symlinked package);
+   - ``naive-wrapt``: a ``sitecustomize.py`` that does ``import wrapt``, the design the lazy one avoids.
+
+   Goal: the median of the per-round ratios shim-sc / empty-sc is <= 1.03.
+   Before timing, each variant is checked once (torch, verl and wrapt not
+   loaded; npu_shim loaded and activated where it should be).
+2. ``python -c "import verl.workers.engine"`` with the shim (PYTHONPATH=<checkout>)
+   and without it (an empty sitecustomize), both with the simulated NPU of
+   ``npu_shim.testing`` on PYTHONPATH so that the shim really injects its
+   engine; paired rounds in alternating order. Goal: median paired ratio <= 1.02.
+3. ``EngineRegistry.get_engine_cls("language_model", "megatron")`` per call,
+   with ``timeit`` in one child with the shim and one without (the shim wraps
+   nothing in the registry, so the ratio should be ~1.0).
+
+Machines are shared and noisy, so the script reports medians and paired
+ratios and asserts nothing about time: it always exits 0 once its sanity checks
+pass (a failed sanity check exits 1, since the figures would be meaningless).
+
+Usage (with the verl 0.7.1 environment's python; ``make bench`` does the same)::
+
+    .cache/envs/verl-0.7.1-*/bin/python benchmarks/startup.py                 # everything, ~3 min
+    .cache/envs/verl-0.7.1-*/bin/python benchmarks/startup.py --skip-verl     # start-up only
+    .cache/envs/verl-0.7.1-*/bin/python benchmarks/startup.py --rounds 500 --import-rounds 11
+
+To see where start-up time goes, compare
+``PYTHONPATH=<checkout> python -X importtime -c pass`` with the same for an
+empty sitecustomize.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+PACKAGE = CHECKOUT / "npu_shim"
+BOOTSTRAP = PACKAGE / "bootstrap"
+SIMULATED = PACKAGE / "testing" / "simulated"
+
+STARTUP_GOAL = 1.03
+IMPORT_GOAL = 1.02
+HEAVY = ("torch", "verl", "wrapt")
+
+# Printed by every start-up variant in the sanity check, after the variant's own code.
+PROBE = (
+    "import sys, json; s = sys.modules.get('npu_shim._startup'); "
+    f"print(json.dumps({{'heavy': sorted(m for m in {HEAVY!r} if m in sys.modules), "
+    "'npu_shim': 'npu_shim' in sys.modules, 'via': getattr(s, 'activated_via', None)}))"
+)
+
+IMPORT_ENGINE = "import verl.workers.engine"
+# Run once per variant of part 2 before timing: did the shim inject (or not)?
+ENGINE_PROBE = f"""
+import json, time
+t = time.perf_counter(); {IMPORT_ENGINE}; t = time.perf_counter() - t
+from verl.utils.device import get_device_name
+from verl.workers.engine import EngineRegistry
+try:
+    value = EngineRegistry.get_engine_cls("value_model", "megatron").__name__
+except AssertionError:
+    value = None
+print(json.dumps({{"device": get_device_name(), "value_model": value, "import_s": t}}))
+"""
+CALLS_PROBE = f"""
+import json, statistics, timeit
+{IMPORT_ENGINE}
+from verl.workers.engine import EngineRegistry
+timer = timeit.Timer('get("language_model", "megatron")', globals={{"get": EngineRegistry.get_engine_cls}})
+runs = [t / {{number}} * 1e9 for t in timer.repeat(repeat={{repeat}}, number={{number}})]
+print(json.dumps({{"min_ns": min(runs), "median_ns": statistics.median(runs)}}))
+"""
+
+
+@dataclass
+class Variant:
+    """One way of starting an interpreter: its PYTHONPATH entries and its ``-c`` code."""
+
+    name: str
+    what: str
+    pythonpath: list[Path]
+    code: str = "pass"
+    expect: dict[str, object] = field(default_factory=dict)
+    times_ns: list[int] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/")}
+        if self.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(map(str, self.pythonpath))
+        return env
+
+
+class SanityError(RuntimeError):
+    pass
+
+
+def run(variant: Variant, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code`` the way ``variant`` starts; a non-zero exit is a sanity failure."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=variant.env(), cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise SanityError(f"{variant.name}: exit {proc.returncode}\n{proc.stderr}")
+    return proc
+
+
+def timed(variant: Variant, code: str, cwd: Path) -> int:
+    """Wall-clock nanoseconds of one ``subprocess.run``."""
+    start = time.perf_counter_ns()
+    run(variant, code, cwd)
+    return time.perf_counter_ns() - start
+
+
+def make_startup_variants(tmp: Path) -> list[Variant]:
+    empty_sc = tmp / "empty-sc"
+    wrapt_sc = tmp / "wrapt-sc"
+    link_dir = tmp / "link"
+    for directory in (empty_sc, wrapt_sc, link_dir):
+        directory.mkdir()
+    (empty_sc / "sitecustomize.py").write_text("")
+    (wrapt_sc / "sitecustomize.py").write_text("import wrapt\n")
+    (link_dir / "npu_shim").symlink_to(PACKAGE, target_is_directory=True)
+    unloaded = {"heavy": [], "npu_shim": False, "via": None}
+    return [
+        Variant("bare", "no PYTHONPATH", [], expect=unloaded),
+        Variant("empty-sc", "empty sitecustomize.py", [empty_sc], expect=unloaded),
+        Variant("shim-sc", "checkout sitecustomize", [CHECKOUT], expect={"heavy": [], "via": "sitecustomize"}),
+        Variant("shim-bootstrap", "npu_shim/bootstrap dir", [BOOTSTRAP], expect={"heavy": [], "via": "sitecustomize"}),
+        Variant("import-shim", "-c 'import npu_shim'", [link_dir], "import npu_shim", {"heavy": [], "via": "import"}),
+        Variant("naive-wrapt", "sitecustomize: import wrapt", [wrapt_sc], expect={"heavy": ["wrapt"]}),
+    ]
+
+
+def check_startup(variants: Sequence[Variant], cwd: Path) -> None:
+    """Fail loudly unless each variant loads what it should (and nothing heavy); also warms caches."""
+    for variant in variants:
+        proc = run(variant, f"{variant.code}; {PROBE}", cwd)
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        if variant.expect.get("via") is not None:
+            variant.expect.setdefault("npu_shim", True)
+        wrong = {key: seen[key] for key, want in variant.expect.items() if seen[key] != want}
+        if wrong or proc.stderr:
+            raise SanityError(f"{variant.name}: expected {variant.expect}, got {seen}; stderr: {proc.stderr!r}")
+        print(f"  ok {variant.name:<15} {seen}")
+
+
+def time_startup(variants: Sequence[Variant], rounds: int, cwd: Path) -> None:
+    shuffler = random.Random(0x5EED)
+    order = list(variants)
+    for variant in variants:  # one untimed round: bytecode caches written, files in the page cache
+        run(variant, variant.code, cwd)
+    for _ in range(rounds):
+        shuffler.shuffle(order)
+        for variant in order:
+            variant.times_ns.append(timed(variant, variant.code, cwd))
+
+
+def paired(numerator: Sequence[int], denominator: Sequence[int]) -> list[float]:
+    return [a / b for a, b in zip(numerator, denominator, strict=True)]
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    q1, q2, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return q1, q2, q3
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f}"
+
+
+def verdict(ratio: float, goal: float) -> str:
+    return "PASS" if ratio <= goal else "MISS"
+
+
+def report_startup(variants: Sequence[Variant], rounds: int) -> None:
+    by_name = {variant.name: variant for variant in variants}
+    bare, floor = by_name["bare"].times_ns, by_name["empty-sc"].times_ns
+    print(f"\n### 1. Interpreter start-up, `python -c pass` ({rounds} shuffled rounds)\n")
+    print("| variant | what | median ms | /bare | /empty-sc | /empty-sc q1-q3 |")
+    print("|---|---|---:|---:|---:|---:|")
+    for variant in variants:
+        vs_bare = statistics.median(paired(variant.times_ns, bare))
+        q1, vs_floor, q3 = quartiles(paired(variant.times_ns, floor))
+        print(
+            f"| {variant.name} | {variant.what} | {ms(statistics.median(variant.times_ns))} "
+            f"| {vs_bare:.3f} | {vs_floor:.3f} | {q1:.3f}-{q3:.3f} |"
+        )
+    ratio = statistics.median(paired(by_name["shim-sc"].times_ns, floor))
+    extra = statistics.median([s - f for s, f in zip(by_name["shim-sc"].times_ns, floor, strict=True)])
+    print(
+        f"\nGoal shim-sc within {STARTUP_GOAL - 1:.0%} of empty-sc: median paired ratio {ratio:.3f} "
+        f"(median paired extra {ms(extra)} ms) -> {verdict(ratio, STARTUP_GOAL)}"
+    )
+
+
+def make_verl_variants(empty_sc: Path) -> tuple[Variant, Variant]:
+    shim = Variant("with shim", "PYTHONPATH=<checkout>:<simulated>", [CHECKOUT, SIMULATED])
+    base = Variant("without", "PYTHONPATH=<empty-sc>:<simulated>", [empty_sc, SIMULATED])
+    return shim, base
+
+
+def check_verl(shim: Variant, base: Variant, cwd: Path) -> None:
+    """Both see the simulated NPU; only the shim's registry resolves the NPU value-model engine."""
+    for variant, injected in ((shim, True), (base, False)):
+        seen = json.loads(run(variant, ENGINE_PROBE, cwd).stdout.strip().splitlines()[-1])
+        if seen["device"] != "npu" or (seen["value_model"] is not None) != injected:
+            raise SanityError(f"{variant.name}: expected device npu and injected={injected}, got {seen}")
+        print(f"  ok {variant.name:<10} {seen}")
+
+
+def time_verl_import(shim: Variant, base: Variant, rounds: int, cwd: Path) -> None:
+    for index in range(rounds):
+        for variant in (shim, base) if index % 2 == 0 else (base, shim):
+            variant.times_ns.append(timed(variant, IMPORT_ENGINE, cwd))
+
+
+def report_verl_import(shim: Variant, base: Variant, rounds: int) -> None:
+    print(f"\n### 2. `python -c {IMPORT_ENGINE!r}`, simulated NPU ({rounds} paired rounds, alternating order)\n")
+    print("| variant | PYTHONPATH | median ms | min ms |")
+    print("|---|---|---:|---:|")
+    for variant in (shim, base):
+        print(
+            f"| {variant.name} | {variant.what.removeprefix('PYTHONPATH=')} "
+            f"| {ms(statistics.median(variant.times_ns))} | {ms(min(variant.times_ns))} |"
+        )
+    ratios = paired(shim.times_ns, base.times_ns)
+    q1, ratio, q3 = quartiles(ratios)
+    print(
+        f"\nGoal with/without within {IMPORT_GOAL - 1:.0%}: median paired ratio {ratio:.3f} "
+        f"(q1-q3 {q1:.3f}-{q3:.3f}) -> {verdict(ratio, IMPORT_GOAL)}"
+    )
+
+
+def time_calls(shim: Variant, base: Variant, number: int, repeat: int, cwd: Path) -> None:
+    code = CALLS_PROBE.format(number=number, repeat=repeat)
+    results = {
+        variant.name: json.loads(run(variant, code, cwd).stdout.strip().splitlines()[-1]) for variant in (shim, base)
+    }
+    print(f"\n### 3. `EngineRegistry.get_engine_cls('language_model', 'megatron')` ({repeat} x {number:,} calls)\n")
+    print("| variant | min ns/call | median ns/call |")
+    print("|---|---:|---:|")
+    for name, result in results.items():
+        print(f"| {name} | {result['min_ns']:.1f} | {result['median_ns']:.1f} |")
+    with_shim, without = results[shim.name], results[base.name]
+    print(
+        f"\nwith/without: {with_shim['min_ns'] / without['min_ns']:.3f} (min), "
+        f"{with_shim['median_ns'] / without['median_ns']:.3f} (median); ~1.0 expected"
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200, help="start-up rounds, each runs every variant once")
+    parser.add_argument("--import-rounds", type=int, default=7, help="paired rounds of `import verl.workers.engine`")
+    parser.add_argument("--calls", type=int, default=200_000, help="get_engine_cls calls per timeit repeat")
+    parser.add_argument("--skip-verl", action="store_true", help="measure interpreter start-up only")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.import_rounds < 1 or args.calls < 1:
+        parser.error("--rounds, --import-rounds and --calls must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(
+        f"# {shlex.join([sys.executable, *sys.argv])}\n"
+        f"# Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
+    )
+    with tempfile.TemporaryDirectory(prefix="npu_shim-bench-") as name:
+        tmp = Path(name)
+        cwd = tmp / "cwd"
+        cwd.mkdir()
+        try:
+            variants = make_startup_variants(tmp)
+            print("\nsanity (start-up variants):")
+            check_startup(variants, cwd)
+            time_startup(variants, args.rounds, cwd)
+            report_startup(variants, args.rounds)
+            if args.skip_verl:
+                return 0
+            shim, base = make_verl_variants(tmp / "empty-sc")
+            print("\nsanity (verl, simulated NPU):")
+            check_verl(shim, base, cwd)
+            time_verl_import(shim, base, args.import_rounds, cwd)
+            report_verl_import(shim, base, args.import_rounds)
+            time_calls(shim, base, args.calls, 7, cwd)
+        except SanityError as error:
+            print(f"\nSANITY CHECK FAILED, no figures are reported: {error}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

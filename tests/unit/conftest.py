@@ -1,0 +1,78 @@
+"""Fixtures for tests on synthetic verl layouts (see synthetic_verl.py)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, Run, clean_env, run_python
+from synthetic_verl import write_layout
+
+# Imported by the child before anything else when a test activates the shim by `import npu_shim`.
+IMPORT_FROM_CHECKOUT = f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+
+# Appended to a child's code: one JSON line describing what verl's registry resolves and what the shim did.
+REPORT = """
+import json as _json, sys as _sys
+def _resolve(model_type):
+    from verl.workers.engine import EngineRegistry
+    try:
+        cls = EngineRegistry.get_engine_cls(model_type, "megatron")
+    except AssertionError as error:
+        return {"error": str(error)}
+    return {"name": cls.__name__, "module": cls.__module__, "shim": getattr(cls, "__npu_shim__", False),
+            "bases": [base.__name__ for base in cls.__mro__[1:3]]}
+_hook = _sys.modules.get("npu_shim.hook")
+print(_json.dumps({
+    "value_model": _resolve("value_model"),
+    "language_model": _resolve("language_model"),
+    "outcomes": {o.fix: [o.verdict, o.reason] for o in (_hook.outcomes if _hook else [])},
+    "activated_via": getattr(_sys.modules.get("npu_shim._startup"), "activated_via", None),
+    "loaded": sorted(m for m in ("wrapt", "npu_shim", "npu_shim.hook") if m in _sys.modules),
+}))
+"""
+
+Runner = Callable[..., Run]
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> Callable[..., Path]:
+    def make(layout: str, *, with_mindspeed: bool = True) -> Path:
+        return write_layout(tmp_path / f"verl-{layout}", layout, with_mindspeed=with_mindspeed)
+
+    return make
+
+
+@pytest.fixture
+def run_with(tmp_path: Path) -> Runner:
+    """Run code in a fresh interpreter over a synthetic verl tree, with the shim activated as asked.
+
+    ``activation``: ``"sitecustomize"`` (checkout on PYTHONPATH), ``"import"`` (code
+    is expected to ``import npu_shim`` itself; the checkout is put on sys.path),
+    or ``"none"``.
+    """
+
+    def run(
+        code: str,
+        tree: Path,
+        activation: str = "sitecustomize",
+        env: dict[str, str] | None = None,
+        report: bool = True,
+        check: bool = True,
+        args: tuple[str, ...] = (),
+    ) -> Run:
+        pythonpath: list[os.PathLike[str] | str] = [tree]
+        prefix = ""
+        if activation == "sitecustomize":
+            pythonpath.insert(0, ROOT)
+        elif activation == "import":
+            prefix = IMPORT_FROM_CHECKOUT
+        elif activation != "none":
+            raise ValueError(activation)
+        source = prefix + textwrap.dedent(code) + (REPORT if report else "")
+        return run_python(source, clean_env(pythonpath, **(env or {})), cwd=tmp_path, check=check, args=args)
+
+    return run

@@ -1,0 +1,139 @@
+"""The three fixes on synthetic layouts of every verl generation, under each activation."""
+
+from __future__ import annotations
+
+import pytest
+
+UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
+
+BUILD_BOTH = """
+import verl.workers.engine
+from verl import events
+from verl.workers.engine import EngineRegistry
+from verl.workers.engine.megatron.transformer_impl import EngineConfig
+from megatron.core import parallel_state
+from mindspeed.megatron_adaptor import calls
+built = {}
+for model_type in ("value_model", "language_model"):
+    user_config = {"attention_backend": "flash"}
+    events.clear(); calls.clear(); parallel_state.destroy_model_parallel()
+    try:
+        EngineRegistry.new(model_type, "megatron", EngineConfig(user_config))
+    except AssertionError as error:
+        built[model_type] = str(error)
+        continue
+    built[model_type] = {"events": list(events), "user_config": user_config,
+                         "calls": [{k: str(v) for k, v in c.items()} for c in calls]}
+print(__import__("json").dumps(built))
+"""
+
+ACTIVATIONS = {
+    "sitecustomize": ("sitecustomize", ""),
+    "import-before": ("import", "import npu_shim\n"),
+    "import-after": ("import", "import verl.workers.engine\nimport npu_shim\n"),
+}
+
+
+@pytest.mark.parametrize("layout", ["0.6", "0.7.1"])
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+def test_value_engine_is_injected_and_both_engines_repatch_once_before_the_mesh(
+    synthetic, run_with, layout, activation
+):
+    mode, prelude = ACTIVATIONS[activation]
+    run = run_with(prelude + BUILD_BOTH, synthetic(layout), activation=mode)
+    built, report = (__import__("json").loads(line) for line in run.stdout.strip().splitlines()[-2:])
+
+    assert report["value_model"] == {
+        "name": "MindspeedEngineWithValueHead",
+        "module": "verl.workers.engine.mindspeed.transformer_impl",
+        "shim": True,
+        "bases": ["MegatronEngineWithValueHead", "MegatronEngineWithLMHead"],
+    }
+    assert report["activated_via"] == ("sitecustomize" if mode == "sitecustomize" else "import")
+    assert {fix: verdict for fix, (verdict, _) in report["outcomes"].items()} == {
+        "shared_repatch": "applied",
+        "value_engine": "applied",
+        "lm_engine_repatch": "applied",
+    }
+    expected_call = {"attention_backend": "AttnBackend.flash", "use_flash_attn": "True"}
+    for model_type in ("value_model", "language_model"):
+        assert built[model_type]["events"] == ["repatch", "mesh"], model_type
+        assert built[model_type]["calls"] == [{**expected_call, "_parallel_state_initialized": "False"}]
+        assert built[model_type]["user_config"] == {"attention_backend": "flash"}, "the user's config was written"
+
+
+def test_without_the_shim_verl_fails_as_upstream_reports(synthetic, run_with):
+    run = run_with(BUILD_BOTH, synthetic("0.7.1"), activation="none")
+    built, report = (__import__("json").loads(line) for line in run.stdout.strip().splitlines()[-2:])
+    assert report["value_model"] == {"error": UNKNOWN_DEVICE}
+    assert built["value_model"] == UNKNOWN_DEVICE
+    # The bugs the LM fix removes: repatch after the mesh, and the user's config written into.
+    assert built["language_model"]["events"] == ["mesh", "repatch"]
+    assert built["language_model"]["user_config"] == {"attention_backend": "flash", "use_flash_attn": True}
+    assert report["loaded"] == []
+
+
+def test_pre_6135_main_gets_the_value_engine_and_keeps_its_own_lm_engine(synthetic, run_with):
+    run = run_with(BUILD_BOTH, synthetic("main-pre-6135"))
+    built, report = (__import__("json").loads(line) for line in run.stdout.strip().splitlines()[-2:])
+    assert report["value_model"]["shim"] is True
+    assert report["outcomes"]["lm_engine_repatch"][0] == "native"
+    assert built["language_model"]["events"] == ["repatch", "mesh"]  # verl's own inline code
+    assert built["value_model"]["events"] == ["repatch", "mesh"]
+
+
+def test_native_verl_is_left_alone(synthetic, run_with):
+    code = """
+    import verl.workers.engine as engine
+    from verl.workers.engine.mindspeed import transformer_impl
+    before = {k: dict(v) for k, v in engine.EngineRegistry._engines["value_model"].items()}
+    """
+    run = run_with(code, synthetic("0.9"))
+    report = run.report
+    assert report["value_model"]["shim"] is False
+    assert {fix: verdict for fix, (verdict, _) in report["outcomes"].items()} == {
+        "shared_repatch": "native",
+        "value_engine": "native",
+        "lm_engine_repatch": "native",
+    }
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("layout", "with_mindspeed", "fix", "reason"),
+    [
+        ("0.5", True, "value_engine", "no (model_type, backend, device) engine registry"),
+        ("no-megatron", True, "value_engine", "verl's Megatron engine did not import"),
+        ("renamed-base", True, "value_engine", "has no MegatronEngineWithValueHead"),
+        ("0.6", False, "value_engine", "MindSpeed engine module did not import"),
+    ],
+)
+def test_layouts_it_cannot_fix_get_a_reason_and_no_exception(synthetic, run_with, layout, with_mindspeed, fix, reason):
+    code = "import verl.workers.engine\n"
+    tree = synthetic(layout, with_mindspeed=with_mindspeed)
+    if layout == "0.5":
+        run = run_with(code + "import npu_shim.hook as h; print(__import__('json').dumps([o.__dict__ for o in h.outcomes]))",
+                       tree, report=False)
+        outcomes = {o["fix"]: o for o in run.report}
+    else:
+        run = run_with(code, tree)
+        outcomes = {fix: {"verdict": v, "reason": r} for fix, (v, r) in run.report["outcomes"].items()}
+        assert "error" in run.report["value_model"], "nothing may be registered"
+    assert outcomes[fix]["verdict"] == "not applicable"
+    assert reason in outcomes[fix]["reason"]
+    assert "Traceback" not in run.stderr and "npu_shim failed" not in run.stderr
+
+
+def test_without_mindspeed_the_engine_is_injected_and_repatch_is_skipped(synthetic, run_with):
+    code = """
+    import verl.workers.engine
+    from verl import events
+    from verl.workers.engine import EngineRegistry
+    from verl.workers.engine.megatron.transformer_impl import EngineConfig
+    EngineRegistry.new("value_model", "megatron", EngineConfig({}))
+    print(__import__("json").dumps(list(events)))
+    """
+    run = run_with(code, synthetic("0.7.1", with_mindspeed=False))
+    events = __import__("json").loads(run.stdout.strip().splitlines()[-2])
+    assert events == ["mesh"]
+    assert run.report["value_model"]["shim"] is True

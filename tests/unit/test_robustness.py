@@ -1,0 +1,189 @@
+"""The shim never breaks an interpreter: faults, switches, repeated activation, threads, pickling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT, clean_env
+
+DISABLE_HINT = "Set NPU_SHIM_DISABLE=1 to turn the shim off"
+
+# Makes one step of the application raise, in the child, before verl is imported.
+BREAK_STEP = """
+import npu_shim.fixes.{module} as _target
+def _broken(*args, **kwargs):
+    raise RuntimeError("injected fault in {module}")
+_target.{function} = _broken
+"""
+STEPS = {
+    "shared_repatch": ("shared_repatch", "apply"),
+    "value_engine": ("value_engine", "apply"),
+    "value_engine_registration": ("value_engine", "_register"),
+    "lm_engine_repatch": ("lm_engine_repatch", "apply"),
+}
+
+STATE = """
+import verl.workers.engine as engine
+from verl.workers.engine.mindspeed import transformer_impl
+print(__import__("json").dumps({
+    "value_slots": sorted(engine.EngineRegistry._engines["value_model"]["megatron"]),
+    "exports": [n for n in ("MindspeedEngineWithValueHead", "MegatronEngineWithValueHead") if hasattr(engine, n)],
+    "all": [n for n in engine.__all__ if "ValueHead" in n],
+    "lm_own": sorted(k for k in ("__init__", "_init_device_mesh") if k in transformer_impl.MindspeedEngineWithLMHead.__dict__),
+    "shared": hasattr(transformer_impl, "_mindspeed_repatch"),
+}))
+"""
+UNPATCHED = {"value_slots": ["cuda"], "exports": [], "all": [], "lm_own": ["__init__"], "shared": False}
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_a_fault_at_any_step_leaves_verl_as_it_shipped_with_one_warning(synthetic, run_with, step):
+    module, function = STEPS[step]
+    code = "import npu_shim\n" + BREAK_STEP.format(module=module, function=function) + STATE
+    run = run_with(code, synthetic("0.7.1"), activation="import", report=False)
+    assert run.report == UNPATCHED
+    assert run.stderr.count("npu_shim failed while patching verl.workers.engine") == 1
+    assert f"injected fault in {module}" in run.stderr
+    assert DISABLE_HINT in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_strict_mode_raises_the_fault(synthetic, run_with):
+    code = "import npu_shim\n" + BREAK_STEP.format(module="value_engine", function="apply") + STATE
+    run = run_with(code, synthetic("0.7.1"), activation="import", env={"NPU_SHIM_STRICT": "1"}, report=False, check=False)
+    assert run.returncode == 1
+    assert "RuntimeError: injected fault in value_engine" in run.stderr
+
+
+def test_a_missing_wrapt_is_reported_once_and_verl_imports(synthetic, run_with, tmp_path):
+    blocker = tmp_path / "no-wrapt"
+    blocker.mkdir()
+    (blocker / "wrapt.py").write_text("raise ImportError('synthetic: wrapt is not installed')\n")
+    code = f"import sys; sys.path.insert(0, {str(blocker)!r})\nimport npu_shim\n" + STATE
+    run = run_with(code, synthetic("0.7.1"), activation="import", report=False)
+    assert run.report == UNPATCHED
+    assert run.stderr.count("npu_shim could not load its import hook") == 1
+    assert DISABLE_HINT in run.stderr
+
+
+def test_disable_installs_nothing(synthetic, run_with):
+    code = "import sys, npu_shim\nprint(__import__('json').dumps([type(f).__name__ for f in sys.meta_path]))\n"
+    run = run_with(code, synthetic("0.7.1"), env={"NPU_SHIM_DISABLE": "1"})
+    finders = json.loads(run.stdout.strip().splitlines()[0])
+    assert "VerlImportWatcher" not in finders
+    run = run_with("import verl.workers.engine\n", synthetic("0.7.1"), env={"NPU_SHIM_DISABLE": "1"})
+    assert run.report["value_model"] == {"error": "Unknown device: npu for model_type: value_model and backend: megatron"}
+    assert run.report["activated_via"] is None
+    assert "wrapt" not in run.report["loaded"]
+
+
+@pytest.mark.parametrize("variable", ["NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE"])
+def test_a_bad_switch_value_warns_and_keeps_the_default(synthetic, run_with, variable):
+    run = run_with("import verl.workers.engine\n", synthetic("0.7.1"), env={variable: "perhaps"})
+    assert f"{variable}='perhaps' is not a boolean" in run.stderr
+    assert run.stderr.count("is not a boolean") == 1
+    assert run.report["value_model"]["shim"] is True  # the defaults: enabled, not strict
+
+
+def test_any_number_of_activations_inject_once(synthetic, run_with):
+    code = """
+    import importlib, npu_shim, npu_shim._startup as startup
+    importlib.reload(npu_shim)
+    startup.activate("import")
+    import verl.workers.engine as engine
+    import npu_shim.hook as hook
+    hook.register()
+    hook.on_engine_imported(engine)  # a second application finds its own work done
+    importlib.reload(npu_shim)
+    print(__import__("json").dumps({
+        "slots": sorted(engine.EngineRegistry._engines["value_model"]["megatron"]),
+        "all": [n for n in engine.__all__ if "ValueHead" in n],
+        "verdicts": [o.verdict for o in hook.outcomes],
+    }))
+    """
+    run = run_with(code, synthetic("0.7.1"))
+    state = json.loads(run.stdout.strip().splitlines()[-2])
+    assert state == {
+        "slots": ["cuda", "npu"],
+        "all": ["MindspeedEngineWithValueHead", "MegatronEngineWithValueHead"],
+        "verdicts": ["already applied", "already applied", "already applied"],
+    }
+    assert run.report["activated_via"] == "sitecustomize"
+
+
+def test_eight_threads_importing_verl_at_once_give_one_injection(synthetic, run_with):
+    code = """
+    import threading
+    barrier = threading.Barrier(8)
+    errors = []
+    def worker():
+        barrier.wait()
+        try:
+            import verl.workers.engine
+        except BaseException as error:
+            errors.append(repr(error))
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    [t.start() for t in threads]; [t.join() for t in threads]
+    import verl.workers.engine as engine
+    print(__import__("json").dumps({"errors": errors,
+        "slots": sorted(engine.EngineRegistry._engines["value_model"]["megatron"]),
+        "all": [n for n in engine.__all__ if n == "MindspeedEngineWithValueHead"]}))
+    """
+    run = run_with(code, synthetic("0.7.1"))
+    state = json.loads(run.stdout.strip().splitlines()[-2])
+    assert state == {"errors": [], "slots": ["cuda", "npu"], "all": ["MindspeedEngineWithValueHead"]}
+    assert run.report["outcomes"]["value_engine"][0] == "applied"
+
+
+def test_sixteen_interpreters_started_at_once_all_resolve_the_engine(synthetic, tmp_path):
+    tree = synthetic("0.7.1")
+    code = (
+        "from verl.workers.engine import EngineRegistry\n"
+        "print(EngineRegistry.get_engine_cls('value_model', 'megatron').__name__)\n"
+    )
+    env = clean_env([ROOT, tree])
+    children = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        for _ in range(16)
+    ]
+    names = [child.communicate(timeout=120)[0].strip() for child in children]
+    assert names == ["MindspeedEngineWithValueHead"] * 16
+    assert [child.returncode for child in children] == [0] * 16
+
+
+def test_the_engine_class_pickles_by_reference_into_a_fresh_interpreter(synthetic, run_with, tmp_path):
+    tree = synthetic("0.7.1")
+    pickled = tmp_path / "engine_class.pickle"
+    dump = f"""
+    import pickle
+    from verl.workers.engine import EngineRegistry
+    open({str(pickled)!r}, "wb").write(pickle.dumps(EngineRegistry.get_engine_cls("value_model", "megatron")))
+    """
+    run_with(dump, tree, report=False)
+    load = f"""
+    import pickle, sys
+    cls = pickle.loads(open({str(pickled)!r}, "rb").read())
+    from verl.workers.engine import EngineRegistry
+    print(__import__("json").dumps([cls.__module__, cls.__qualname__,
+        cls is EngineRegistry._engines["value_model"]["megatron"]["npu"]]))
+    """
+    loaded = json.loads(run_with(load, tree).stdout.strip().splitlines()[-2])
+    assert loaded == ["verl.workers.engine.mindspeed.transformer_impl", "MindspeedEngineWithValueHead", True]
+
+
+def test_verl_files_are_never_written(synthetic, run_with):
+    tree = synthetic("0.7.1")
+
+    def snapshot() -> dict[str, bytes]:
+        return {
+            str(path.relative_to(tree)): path.read_bytes()
+            for path in sorted(tree.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts
+        }
+
+    before = snapshot()
+    run_with("import verl.workers.engine\n", tree)
+    assert snapshot() == before
