@@ -1,0 +1,142 @@
+"""Start-up: laziness, propagation to child interpreters, the installed bootstrap, sitecustomize chaining."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from helpers import BOOTSTRAP_DIR, ROOT, clean_env, run_python
+
+HEAVY = ("wrapt", "torch", "verl", "megatron", "mindspeed", "logging", "npu_shim.hook")
+LOADED = "import sys, json; print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))".format(heavy=HEAVY)
+ACTIVE = "import sys; print(getattr(sys.modules.get('npu_shim._startup'), 'activated_via', None))"
+
+
+def test_an_interpreter_that_never_imports_verl_loads_nothing_heavy(tmp_path):
+    env = clean_env([ROOT])
+    assert run_python(LOADED, env, cwd=tmp_path).stdout.strip() == "[]"
+    assert run_python(ACTIVE, env, cwd=tmp_path).stdout.strip() == "sitecustomize"
+    # Other imports pass the watcher by.
+    code = "import json, email.parser, sqlite3\n" + LOADED
+    assert run_python(code, env, cwd=tmp_path).stdout.strip() == "[]"
+
+
+def test_import_npu_shim_alone_loads_nothing_heavy(tmp_path):
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); import npu_shim\n" + LOADED
+    assert run_python(code, clean_env(), cwd=tmp_path).stdout.strip() == "[]"
+
+
+def test_import_puts_the_bootstrap_dir_first_on_pythonpath_once(tmp_path):
+    code = f"""
+    import importlib, os, sys; sys.path.insert(0, {str(ROOT)!r})
+    import npu_shim
+    importlib.reload(npu_shim)
+    import npu_shim._startup as s; s.propagate()
+    print(os.environ["PYTHONPATH"])
+    """
+    env = clean_env(["/first", str(BOOTSTRAP_DIR), "/second"])
+    out = run_python(textwrap.dedent(code), env, cwd=tmp_path).stdout.strip()
+    assert out.split(os.pathsep) == [str(BOOTSTRAP_DIR), "/first", "/second"]
+
+
+def test_propagation_can_be_turned_off(tmp_path):
+    code = f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); import npu_shim; print(os.environ.get('PYTHONPATH'))"
+    env = clean_env(["/first"], NPU_SHIM_PROPAGATE="0")
+    assert run_python(code, env, cwd=tmp_path).stdout.strip() == "/first"
+
+
+CHILD_RESOLVES = """
+from verl.workers.engine import EngineRegistry
+import npu_shim
+print(EngineRegistry.get_engine_cls("value_model", "megatron").__name__, npu_shim.activated_via())
+"""
+
+
+@pytest.mark.parametrize("how", ["subprocess", "multiprocessing-spawn"])
+def test_children_started_after_import_npu_shim_are_covered(synthetic, tmp_path, how):
+    tree = synthetic("0.7.1")
+    if how == "subprocess":
+        start = f"print(subprocess.run([sys.executable, '-c', {CHILD_RESOLVES!r}], capture_output=True, text=True, check=True).stdout)"
+    else:
+        start = "ctx = multiprocessing.get_context('spawn'); p = ctx.Process(target=child.run); p.start(); p.join()"
+    (tmp_path / "child.py").write_text(f"def run():\n    exec({CHILD_RESOLVES!r}, {{}})\n")
+    code = f"""
+    import multiprocessing, subprocess, sys
+    sys.path.insert(0, {str(ROOT)!r})
+    import npu_shim
+    import child
+    if __name__ == "__main__":
+        {start}
+    """
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(code))
+    out = subprocess.run(
+        [sys.executable, str(script)], env=clean_env([tree]), cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
+
+
+def test_installed_package_ships_a_bootstrap_dir(synthetic, tmp_path):
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(ROOT)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "bootstrap-dir"], env=clean_env([site]), cwd=tmp_path,
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert out == str(site / "npu_shim" / "bootstrap")
+    assert (site / "npu_shim" / "testing" / "simulated" / "torch_npu" / "__init__.py").is_file()
+    run = run_python(CHILD_RESOLVES, clean_env([out, site, synthetic("0.7.1")]), cwd=tmp_path)
+    assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
+
+
+def test_the_bootstrap_dir_works_from_a_checkout_that_is_not_installed(synthetic, tmp_path):
+    run = run_python(CHILD_RESOLVES, clean_env([BOOTSTRAP_DIR, synthetic("0.7.1")]), cwd=tmp_path)
+    assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
+
+
+@pytest.fixture
+def user_sitecustomize(tmp_path):
+    """A container's own sitecustomize.py: appends a marker line to a file each time it runs."""
+    directory = tmp_path / "user-site"
+    directory.mkdir()
+    marker = tmp_path / "marker.txt"
+    (directory / "sitecustomize.py").write_text(
+        "import sys\n"
+        f"open({str(marker)!r}, 'a').write('ran shim_active=%s\\n' % ('npu_shim._startup' in sys.modules))\n"
+        "USER_SITECUSTOMIZE = True\n"
+    )
+    return directory, marker
+
+
+@pytest.mark.parametrize(
+    "ours", [[ROOT], [BOOTSTRAP_DIR], [ROOT, ROOT], [ROOT, BOOTSTRAP_DIR], [BOOTSTRAP_DIR, ROOT, BOOTSTRAP_DIR]],
+    ids=["checkout", "bootstrap-dir", "checkout-twice", "checkout-and-bootstrap", "bootstrap-twice"],
+)
+def test_a_later_sitecustomize_runs_once_after_the_shim(user_sitecustomize, tmp_path, ours):
+    directory, marker = user_sitecustomize
+    code = "import sitecustomize; print(getattr(sitecustomize, 'USER_SITECUSTOMIZE', False)); " + ACTIVE
+    out = run_python(code, clean_env([*ours, directory]), cwd=tmp_path).stdout.split()
+    assert out == ["True", "sitecustomize"]
+    assert marker.read_text() == "ran shim_active=True\n"
+
+
+def test_an_error_in_the_later_sitecustomize_is_reported_as_python_would(user_sitecustomize, tmp_path):
+    directory, _ = user_sitecustomize
+    (directory / "sitecustomize.py").write_text("raise ValueError('broken container customisation')\n")
+    run = run_python(ACTIVE, clean_env([ROOT, directory]), cwd=tmp_path)
+    assert run.stdout.strip() == "sitecustomize"
+    assert run.stderr == (
+        "Error in sitecustomize; set PYTHONVERBOSE for traceback:\nValueError: broken container customisation\n"
+    )
+
+
+@pytest.mark.parametrize("flag", ["-E", "-I", "-S"])
+def test_python_flags_that_skip_pythonpath_or_site_leave_the_shim_off(tmp_path, flag):
+    assert run_python(ACTIVE, clean_env([ROOT]), args=(flag,), cwd=tmp_path).stdout.strip() == "None"
