@@ -141,7 +141,7 @@ def exports() -> dict[str, Any]:
             value = getattr(module, name, None)
             found[f"{module_name}.{name}"] = {
                 "present": value is not None,
-                "in_all": name in getattr(module, "__all__", ()) if not name.startswith("_") else None,
+                "in_all": name in module.__all__ if hasattr(module, "__all__") and not name.startswith("_") else None,
                 "defined_in": getattr(value, "__module__", None),
             }
     return found

@@ -1,0 +1,149 @@
+"""Real verl from PyPI, real megatron-core and torch.distributed (gloo), on a simulated NPU.
+
+Runs in each environment of ``nox -s matrix``; ``NPU_SHIM_TEST_VERL`` names the
+verl release installed there. One subprocess per activation runs probe.py,
+which reports what verl resolves and builds; the tests below read its report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, clean_env
+
+from npu_shim.testing import SIMULATED_DIR
+
+VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
+if VERL not in ("0.6.1", "0.7.1", "0.8.0", "0.9.1"):
+    raise pytest.UsageError("tests/matrix needs NPU_SHIM_TEST_VERL=<verl version installed here>; run `make test`")
+AFFECTED = VERL in ("0.6.1", "0.7.1")
+SHIM_MODES = ("sitecustomize", "import-before", "import-after")
+UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_model and backend: megatron"
+MINDSPEED_IMPL = "verl.workers.engine.mindspeed.transformer_impl"
+
+# What MindSpeed's repatch must receive, per engine-construction case, with upstream's newest semantics.
+NEWEST_SEMANTICS = {
+    "defaults": {"use_flash_attn": True},
+    "attention_backend": {"attention_backend": "AttnBackend.flash", "use_flash_attn": True},
+    "batch_invariant": {"use_flash_attn_npu_batch_invariant": True, "use_flash_attn": False},
+}
+# verl 0.8.0's own _mindspeed_repatch predates #6674: no enum mapping, no batch-invariant rule.
+VERL_0_8_0_SEMANTICS = {
+    "defaults": {"use_flash_attn": True},
+    "attention_backend": {"attention_backend": "flash", "use_flash_attn": True},
+    "batch_invariant": {"use_flash_attn_npu_batch_invariant": True, "use_flash_attn": True},
+}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Run probe.py under every activation, two at a time (this machine kind has two cores)."""
+    directory = tmp_path_factory.mktemp("probes")
+    results: dict[str, dict[str, Any]] = {}
+    modes = ["none", *SHIM_MODES]
+    for pair in (modes[:2], modes[2:]):
+        children = {}
+        for mode in pair:
+            pythonpath = [ROOT, SIMULATED_DIR] if mode == "sitecustomize" else [SIMULATED_DIR]
+            children[mode] = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("probe.py")), mode, str(directory / f"{mode}.json")],
+                env=clean_env(pythonpath),
+                cwd=directory,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        for mode, child in children.items():
+            _, stderr = child.communicate(timeout=600)
+            assert child.returncode == 0, f"probe {mode} failed:\n{stderr}"
+            results[mode] = json.loads((directory / f"{mode}.json").read_text())
+    return results
+
+
+def test_the_simulated_npu_is_what_verl_sees(reports):
+    for mode, report in reports.items():
+        assert report["verl_version"] == VERL, mode
+        assert report["torch_npu_simulated"] is True, mode
+        assert report["device"] == "npu", mode
+
+
+def test_without_the_shim(reports):
+    report = reports["none"]
+    assert report["shim_loaded"] is False
+    if AFFECTED:
+        assert report["value_model"] == {"error": UNKNOWN_DEVICE}
+        assert report["engines"]["value_model/defaults"]["error"] == UNKNOWN_DEVICE
+    else:
+        assert report["value_model"]["class"] == f"{MINDSPEED_IMPL}.MindspeedEngineWithValueHead"
+        assert report["value_model"]["added_by_npu_shim"] is False
+    if VERL == "0.7.1":  # the two LM-engine bugs the shim also fixes: repatch after the mesh, user config written
+        lm = report["engines"]["language_model/defaults"]
+        assert [call["parallel_state_initialized"] for call in lm["repatch_calls"]] == [True]
+        assert lm["user_config_unchanged"] is False
+        assert lm["user_config_after"] == {"use_flash_attn": True}
+
+
+@pytest.mark.parametrize("mode", SHIM_MODES)
+def test_value_model_resolves_to_the_mindspeed_value_engine(reports, mode):
+    report = reports[mode]
+    assert report["activated_via"] == ("sitecustomize" if mode == "sitecustomize" else "import")
+    assert report["value_model"]["class"] == f"{MINDSPEED_IMPL}.MindspeedEngineWithValueHead"
+    assert report["value_model"]["subclass_of_verl_base"] is True
+    assert report["value_model"]["added_by_npu_shim"] is AFFECTED
+    assert report["language_model"]["class"] == f"{MINDSPEED_IMPL}.MindspeedEngineWithLMHead"
+    assert report["language_model"]["own_init"] is False  # 0.6/0.7's repatching __init__ is gone; 0.8+ has none
+
+
+@pytest.mark.parametrize("mode", SHIM_MODES)
+def test_every_upstream_export_is_in_place(reports, mode):
+    for name, export in reports[mode]["exports"].items():
+        assert export["present"], name
+        assert export["in_all"] in (True, None), name
+    shared = reports[mode]["exports"][f"{MINDSPEED_IMPL}._mindspeed_repatch"]["defined_in"]
+    assert shared == ("npu_shim.fixes.shared_repatch" if AFFECTED else MINDSPEED_IMPL)
+
+
+@pytest.mark.parametrize("mode", SHIM_MODES)
+def test_both_engines_build_with_one_repatch_before_the_parallel_state(reports, mode):
+    semantics = VERL_0_8_0_SEMANTICS if VERL == "0.8.0" else NEWEST_SEMANTICS
+    for case, engine in reports[mode]["engines"].items():
+        assert "error" not in engine, f"{case}: {engine.get('error')}"
+        assert engine["engine"].startswith(MINDSPEED_IMPL), case
+        assert [call["parallel_state_initialized"] for call in engine["repatch_calls"]] == [False], case
+        assert engine["parallel_state_initialized_after"] is True, case
+        assert engine["repatch_calls"][0]["config"] == semantics[case.split("/")[1]], case
+        assert engine["user_config_unchanged"] is True, case
+
+
+@pytest.mark.parametrize("mode", SHIM_MODES)
+def test_context_parallel_size_reaches_repatch(reports, mode):
+    calls = reports[mode]["context_parallel"]["repatch_calls"]
+    assert [call["config"] for call in calls] == [{"use_flash_attn": True, "context_parallel_size": 2}]
+
+
+@pytest.mark.parametrize("mode", SHIM_MODES)
+def test_fixes_apply_on_affected_releases_and_stand_aside_on_native_ones(reports, mode):
+    report = reports[mode]
+    verdicts = {o["fix"]: o["verdict"] for o in report["outcomes"]}
+    if AFFECTED:
+        assert verdicts == {"shared_repatch": "applied", "value_engine": "applied", "lm_engine_repatch": "applied"}
+        assert report["language_model"]["own_init_device_mesh"] == (
+            "npu_shim.fixes.lm_engine_repatch.MindspeedEngineWithLMHead._init_device_mesh"
+        )
+    else:
+        assert verdicts == {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native"}
+        for model_type in ("value_model", "language_model"):
+            # The very classes and methods verl resolves without the shim: nothing wrapped or replaced.
+            assert report[model_type] == reports["none"][model_type], model_type
+            assert report[model_type]["own_init_device_mesh"].startswith(MINDSPEED_IMPL), model_type
+
+
+def test_verl_files_on_disk_are_unchanged(reports):
+    for mode, report in reports.items():
+        assert report["verl_digest_before"] == report["verl_digest_after"], mode
