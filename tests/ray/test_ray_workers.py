@@ -1,0 +1,83 @@
+"""A real local Ray cluster: the shim reaches the actor processes where verl builds its engines.
+
+Runs in the verl 0.7.1 environment (verl depends on Ray). Each driver is a fresh
+interpreter with a clean environment; the cluster is loopback-only, small, bounded
+in time and always shut down.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from helpers import ROOT, clean_env
+
+from npu_shim.testing import SIMULATED_DIR
+
+ACTOR = """
+import ray
+
+@ray.remote(num_cpus=1)
+class Critic:
+    def engine(self):
+        import os, sys
+        from verl.workers.engine import EngineRegistry
+        try:
+            name = EngineRegistry.get_engine_cls("value_model", "megatron").__name__
+        except AssertionError as error:
+            name = str(error)
+        return [name, getattr(sys.modules.get("npu_shim._startup"), "activated_via", None), os.getpid()]
+
+try:
+    print(json.dumps([*ray.get(Critic.remote().engine.remote(), timeout=300), os.getpid()]))
+finally:
+    ray.shutdown()
+"""
+
+
+def drive(setup: str, tmp_path, **env: str) -> list[str]:
+    script = tmp_path / "driver.py"
+    script.write_text(f"import json, os, sys\nsys.path.insert(0, {str(ROOT)!r})\n" + textwrap.dedent(setup) + ACTOR)
+    completed = subprocess.run(
+        [sys.executable, str(script)],
+        env=clean_env([SIMULATED_DIR], RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", **env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+RAY_INIT = "ray.init(num_cpus=2, include_dashboard=False, _node_ip_address='127.0.0.1'{extra})\n"
+
+
+@pytest.mark.parametrize(
+    ("how", "setup", "env"),
+    [
+        ("import npu_shim in the driver", "import npu_shim\nimport ray\n" + RAY_INIT.format(extra=""), {}),
+        (
+            "runtime_env helper, driver environment clean",
+            "import npu_shim\nimport ray\n" + RAY_INIT.format(extra=", runtime_env=npu_shim.ray_runtime_env()"),
+            {"NPU_SHIM_PROPAGATE": "0"},
+        ),
+    ],
+    ids=["import", "runtime_env"],
+)
+def test_an_actor_resolves_the_shims_value_engine(tmp_path, how, setup, env):
+    name, activated_via, actor_pid, driver_pid = drive(setup, tmp_path, **env)
+    assert name == "MindspeedEngineWithValueHead", how
+    assert activated_via == "sitecustomize", how
+    assert actor_pid != driver_pid
+
+
+def test_without_the_shim_the_actor_fails_as_upstream_reports(tmp_path):
+    setup = "import ray\n" + RAY_INIT.format(extra="")
+    name, activated_via, _, _ = drive(setup, tmp_path)
+    assert name == "Unknown device: npu for model_type: value_model and backend: megatron"
+    assert activated_via is None
