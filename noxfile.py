@@ -82,9 +82,16 @@ def unit(session: nox.Session) -> None:
 def matrix(session: nox.Session, verl: str) -> None:
     """Real verl, real megatron-core, real torch.distributed, simulated NPU."""
     python = verl_env(session, verl)
+    # The Ray tests start a local cluster (~1 min); once, on the release the demo uses, is enough.
+    paths = ["tests/matrix", *(["tests/ray"] if verl == DEMO_VERL else [])]
     session.run(
-        str(python), "-m", "pytest", "tests/matrix", *session.posargs,
-        env={"NPU_SHIM_TEST_VERL": verl}, external=True,
+        str(python),
+        "-m",
+        "pytest",
+        *paths,
+        *session.posargs,
+        env={"NPU_SHIM_TEST_VERL": verl},
+        external=True,
     )
 
 

@@ -5,6 +5,6 @@ Standard library only until verl itself is imported; see npu_shim/_startup.py.
 
 __npu_shim_bootstrap__ = True  # tells npu_shim it is being started from here, not by `import npu_shim`
 
-from npu_shim._startup import run_as_sitecustomize  # noqa: E402
+from npu_shim._startup import run_as_sitecustomize
 
 run_as_sitecustomize(__file__)

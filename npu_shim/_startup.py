@@ -30,9 +30,14 @@ _FALSE = frozenset({"0", "false", "no", "off", ""})
 PACKAGE_DIR = os.path.dirname(__file__)
 BOOTSTRAP_DIR = os.path.join(PACKAGE_DIR, "bootstrap")
 
+# Marks npu_shim's own sitecustomize files, so that chaining never runs one of ours twice.
+BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"
+
 # How the shim was activated in this process: None, "sitecustomize" or "import".
 activated_via: str | None = None
 _lock = _thread.allocate_lock()
+_warned: set[str] = set()
+_chained = False
 
 
 def switch(name: str) -> bool:
@@ -54,9 +59,6 @@ def switch(name: str) -> bool:
         int(default),
     )
     return default
-
-
-_warned: set[str] = set()
 
 
 def warn_once(key: str, message: str, *args: object) -> None:
@@ -83,7 +85,6 @@ class VerlImportWatcher:
         if not self.fired and (fullname == "verl" or fullname.startswith("verl.")):
             self.fired = True
             install_hook()
-        return None
 
 
 _watcher = VerlImportWatcher()
@@ -144,15 +145,11 @@ def propagate() -> None:
 def run_as_sitecustomize(bootstrap_file: str) -> None:
     """What each of npu_shim's ``sitecustomize.py`` files does: activate, then chain."""
     global _chained
-    if _chained:  # our directory is on sys.path twice, or a second copy of the shim chained to us
+    if _chained:  # a second copy of the shim was chained to, and must not chain again
         return
     _chained = True
     activate("sitecustomize")
     run_next_sitecustomize(os.path.dirname(bootstrap_file))
-
-
-_chained = False
-BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"
 
 
 def _normalised(path_entry: str) -> str:

@@ -51,4 +51,3 @@ class ChangeSet:
             delattr(target, name)
         else:
             setattr(target, name, previous)
-

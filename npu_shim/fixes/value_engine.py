@@ -62,7 +62,11 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
         return Outcome(NAME, NATIVE, f"verl registers {registered.__qualname__} for {_key()}")
     value_head_engine = getattr(layout.megatron_impl, BASE_NAME, None)
     if value_head_engine is None:
-        why = "verl's Megatron engine did not import" if layout.megatron_impl is None else f"{MEGATRON_IMPL} has no {BASE_NAME}"
+        why = (
+            "verl's Megatron engine did not import"
+            if layout.megatron_impl is None
+            else f"{MEGATRON_IMPL} has no {BASE_NAME}"
+        )
         return Outcome(NAME, NOT_APPLICABLE, why)
     mindspeed_impl = layout.mindspeed_impl
     if mindspeed_impl is None:

@@ -92,7 +92,9 @@ def build_engine(model_type: str, override: dict, model_dir: Path) -> dict[str, 
     calls.clear()
     report: dict[str, Any] = {"override": override}
     try:
-        engine = EngineRegistry.new(model_type, "megatron", model_config, engine_config, optimizer_config, checkpoint_config)
+        engine = EngineRegistry.new(
+            model_type, "megatron", model_config, engine_config, optimizer_config, checkpoint_config
+        )
     except Exception as error:  # reported, not raised: the test says what was expected
         report["error"] = f"{type(error).__name__}: {error}"
         return report
@@ -113,7 +115,11 @@ def resolve(model_type: str) -> dict[str, Any]:
         return {"error": f"AssertionError: {error}"}
     from verl.workers.engine.megatron import transformer_impl as megatron_impl
 
-    base = megatron_impl.MegatronEngineWithValueHead if model_type == "value_model" else megatron_impl.MegatronEngineWithLMHead
+    base = (
+        megatron_impl.MegatronEngineWithValueHead
+        if model_type == "value_model"
+        else megatron_impl.MegatronEngineWithLMHead
+    )
     return {
         "class": qualified(cls),
         "subclass_of_verl_base": issubclass(cls, base),
@@ -166,7 +172,7 @@ def main(mode: str) -> dict[str, Any]:
         sys.path.insert(0, str(ROOT))
     report: dict[str, Any] = {"mode": mode, "verl_digest_before": verl_files_digest()}
     if mode == "import-before":
-        import npu_shim  # noqa: F401
+        import npu_shim
 
     import torch
     import verl
@@ -174,7 +180,7 @@ def main(mode: str) -> dict[str, Any]:
     from verl.utils.device import get_device_name
 
     if mode == "import-after":
-        import npu_shim  # noqa: F401
+        import npu_shim
 
     report["verl_version"] = verl.__version__
     report["torch_npu_simulated"] = getattr(sys.modules.get("torch_npu"), "SIMULATED", False)

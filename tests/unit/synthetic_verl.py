@@ -23,7 +23,7 @@ LAYOUTS = (
     "renamed-base",  # MegatronEngineWithValueHead renamed
 )
 
-REGISTRY_0_6 = '''
+REGISTRY_0_6 = """
 class EngineRegistry:
     _engines = {}
 
@@ -51,9 +51,9 @@ class EngineRegistry:
     @classmethod
     def new(cls, model_type, backend, *args, **kwargs):
         return cls.get_engine_cls(model_type, backend)(*args, **kwargs)
-'''
+"""
 
-REGISTRY_0_9 = '''
+REGISTRY_0_9 = """
 class EngineRegistry:
     _engines = {}
 
@@ -64,7 +64,7 @@ class EngineRegistry:
             for b in backend if isinstance(backend, list) else [backend]:
                 for d in device if isinstance(device, list) else [device]:
                     key = (d, vendor) if vendor else d
-                    assert key not in slots.setdefault(b, {}), f"The key(device-vendor: {key}) has been already registed!"
+                    assert key not in slots.setdefault(b, {}), f"The key({key}) has been already registed!"
                     slots[b][key] = engine_class
             return engine_class
         return decorator
@@ -80,9 +80,9 @@ class EngineRegistry:
     @classmethod
     def new(cls, model_type, backend, *args, **kwargs):
         return cls.get_engine_cls(model_type, backend)(*args, **kwargs)
-'''
+"""
 
-REGISTRY_0_5 = '''
+REGISTRY_0_5 = """
 class EngineRegistry:
     _engines = {}
 
@@ -92,9 +92,9 @@ class EngineRegistry:
             cls._engines[key] = engine_class
             return engine_class
         return decorator
-'''
+"""
 
-ENGINE_INIT = '''
+ENGINE_INIT = """
 from .base import BaseEngine, EngineRegistry
 
 __all__ = ["BaseEngine", "EngineRegistry"]
@@ -112,7 +112,7 @@ try:
     __all__ += {megatron_exports_list}
 except ImportError:
     MegatronEngine = None
-'''
+"""
 
 MEGATRON_IMPL = '''
 {fail}
@@ -154,15 +154,15 @@ class {value_base}(MegatronEngineWithLMHead):
     pass
 '''
 
-MINDSPEED_IMPORT_GUARDED = '''
+MINDSPEED_IMPORT_GUARDED = """
 try:
     from mindspeed.megatron_adaptor import repatch
 except ImportError:
     repatch = None
-'''
+"""
 MINDSPEED_IMPORT_UNGUARDED = "from mindspeed.megatron_adaptor import repatch\n"
 
-LM_INIT_0_6 = '''
+LM_INIT_0_6 = """
     def __init__(self, engine_config):
         super().__init__(engine_config)
 
@@ -171,8 +171,8 @@ LM_INIT_0_6 = '''
             repatch_config["context_parallel_size"] = self.engine_config.context_parallel_size
 
         repatch(repatch_config)
-'''
-LM_INIT_0_7_1 = '''
+"""
+LM_INIT_0_7_1 = """
     def __init__(self, engine_config):
         super().__init__(engine_config)
 
@@ -182,16 +182,16 @@ LM_INIT_0_7_1 = '''
             repatch_config["context_parallel_size"] = self.engine_config.context_parallel_size
 
         repatch(repatch_config)
-'''
-LM_MESH_PRE_6135 = '''
+"""
+LM_MESH_PRE_6135 = """
     def _init_device_mesh(self):
         repatch_config = {"use_flash_attn": True}
         if self.engine_config.context_parallel_size > 1:
             repatch_config["context_parallel_size"] = self.engine_config.context_parallel_size
         repatch(repatch_config)
         super()._init_device_mesh()
-'''
-NATIVE_0_9 = '''
+"""
+NATIVE_0_9 = """
 def _mindspeed_repatch(engine_config):
     if repatch is not None:
         repatch(dict(engine_config.get("override_transformer_config", {}), use_flash_attn=True))
@@ -209,12 +209,12 @@ class MindspeedEngineWithValueHead(MegatronEngineWithValueHead):
     def _init_device_mesh(self):
         _mindspeed_repatch(self.engine_config)
         super()._init_device_mesh()
-'''
+"""
 
 SYNTHETIC_MEGATRON = {
     "megatron/__init__.py": '"""SYNTHETIC megatron for npu_shim unit tests (the matrix tests use megatron-core)."""\n',
     "megatron/core/__init__.py": "",
-    "megatron/core/parallel_state.py": '''
+    "megatron/core/parallel_state.py": """
 _initialized = False
 
 
@@ -230,9 +230,9 @@ def model_parallel_is_initialized():
 def destroy_model_parallel():
     global _initialized
     _initialized = False
-''',
+""",
     "megatron/core/transformer/__init__.py": "",
-    "megatron/core/transformer/enums.py": '''
+    "megatron/core/transformer/enums.py": """
 import enum
 
 
@@ -242,12 +242,12 @@ class AttnBackend(enum.Enum):
     unfused = 3
     local = 4
     auto = 5
-''',
+""",
 }
 
 RECORDING_MINDSPEED = {
     "mindspeed/__init__.py": '"""STAND-IN MindSpeed for npu_shim unit tests: records repatch calls."""\n',
-    "mindspeed/megatron_adaptor.py": '''
+    "mindspeed/megatron_adaptor.py": """
 import sys
 
 calls = []
@@ -259,7 +259,7 @@ def repatch(config):
     state = sys.modules["megatron.core.parallel_state"]
     calls.append(dict(config, _parallel_state_initialized=state.model_parallel_is_initialized()))
     events.append("repatch")
-''',
+""",
 }
 
 
@@ -268,9 +268,9 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; one of {LAYOUTS}")
     files: dict[str, str] = {
-        "verl/__init__.py": f'"""SYNTHETIC verl ({layout}) for npu_shim unit tests."""\n__version__ = "{layout}"\nevents = []\n',
+        "verl/__init__.py": f'"""SYNTHETIC verl ({layout})."""\n__version__ = "{layout}"\nevents = []\n',
         "verl/utils/__init__.py": "",
-        "verl/utils/device.py": 'import os\n\n\ndef get_device_name():\n    return os.environ.get("SYNTHETIC_DEVICE", "npu")\n',
+        "verl/utils/device.py": 'def get_device_name():\n    return "npu"  # a (simulated) Ascend NPU\n',
         "verl/workers/__init__.py": "",
         **SYNTHETIC_MEGATRON,
     }

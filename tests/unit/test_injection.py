@@ -112,8 +112,11 @@ def test_layouts_it_cannot_fix_get_a_reason_and_no_exception(synthetic, run_with
     code = "import verl.workers.engine\n"
     tree = synthetic(layout, with_mindspeed=with_mindspeed)
     if layout == "0.5":
-        run = run_with(code + "import npu_shim.hook as h; print(__import__('json').dumps([o.__dict__ for o in h.outcomes]))",
-                       tree, report=False)
+        run = run_with(
+            code + "import npu_shim.hook as h; print(__import__('json').dumps([o.__dict__ for o in h.outcomes]))",
+            tree,
+            report=False,
+        )
         outcomes = {o["fix"]: o for o in run.report}
     else:
         run = run_with(code, tree)

@@ -54,7 +54,9 @@ def test_a_string_attention_backend_becomes_megatrons_enum(calls):
 
 
 def test_an_unknown_attention_backend_is_a_clear_error(calls):
-    with pytest.raises(ValueError, match=r"attention_backend='flashy' is not a Megatron AttnBackend; use one of: flash"):
+    with pytest.raises(
+        ValueError, match=r"attention_backend='flashy' is not a Megatron AttnBackend; use one of: flash"
+    ):
         mindspeed_repatch(EngineConfig({"attention_backend": "flashy"}))
     assert calls == []
 
@@ -64,7 +66,9 @@ def test_batch_invariant_flash_attention_turns_fusion_attention_off(calls):
     assert calls == [{"use_flash_attn_npu_batch_invariant": True, "use_flash_attn": False}]
 
 
-@pytest.mark.parametrize(("size", "expected"), [(1, {"use_flash_attn": True}), (4, {"use_flash_attn": True, "context_parallel_size": 4})])
+@pytest.mark.parametrize(
+    ("size", "expected"), [(1, {"use_flash_attn": True}), (4, {"use_flash_attn": True, "context_parallel_size": 4})]
+)
 def test_context_parallel_size_only_when_above_one(calls, size, expected):
     mindspeed_repatch(EngineConfig(context_parallel_size=size))
     assert calls == [expected]

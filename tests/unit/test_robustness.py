@@ -32,7 +32,7 @@ print(__import__("json").dumps({
     "value_slots": sorted(engine.EngineRegistry._engines["value_model"]["megatron"]),
     "exports": [n for n in ("MindspeedEngineWithValueHead", "MegatronEngineWithValueHead") if hasattr(engine, n)],
     "all": [n for n in engine.__all__ if "ValueHead" in n],
-    "lm_own": sorted(k for k in ("__init__", "_init_device_mesh") if k in transformer_impl.MindspeedEngineWithLMHead.__dict__),
+    "lm_own": sorted(set(transformer_impl.MindspeedEngineWithLMHead.__dict__) & {"__init__", "_init_device_mesh"}),
     "shared": hasattr(transformer_impl, "_mindspeed_repatch"),
 }))
 """
@@ -53,7 +53,9 @@ def test_a_fault_at_any_step_leaves_verl_as_it_shipped_with_one_warning(syntheti
 
 def test_strict_mode_raises_the_fault(synthetic, run_with):
     code = "import npu_shim\n" + BREAK_STEP.format(module="value_engine", function="apply") + STATE
-    run = run_with(code, synthetic("0.7.1"), activation="import", env={"NPU_SHIM_STRICT": "1"}, report=False, check=False)
+    run = run_with(
+        code, synthetic("0.7.1"), activation="import", env={"NPU_SHIM_STRICT": "1"}, report=False, check=False
+    )
     assert run.returncode == 1
     assert "RuntimeError: injected fault in value_engine" in run.stderr
 
@@ -75,7 +77,9 @@ def test_disable_installs_nothing(synthetic, run_with):
     finders = json.loads(run.stdout.strip().splitlines()[0])
     assert "VerlImportWatcher" not in finders
     run = run_with("import verl.workers.engine\n", synthetic("0.7.1"), env={"NPU_SHIM_DISABLE": "1"})
-    assert run.report["value_model"] == {"error": "Unknown device: npu for model_type: value_model and backend: megatron"}
+    assert run.report["value_model"] == {
+        "error": "Unknown device: npu for model_type: value_model and backend: megatron"
+    }
     assert run.report["activated_via"] is None
     assert "wrapt" not in run.report["loaded"]
 

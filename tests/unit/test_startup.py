@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import pytest
 from helpers import BOOTSTRAP_DIR, ROOT, clean_env, run_python
 
 HEAVY = ("wrapt", "torch", "verl", "megatron", "mindspeed", "logging", "npu_shim.hook")
-LOADED = "import sys, json; print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))".format(heavy=HEAVY)
+LOADED = f"import sys, json; print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
 ACTIVE = "import sys; print(getattr(sys.modules.get('npu_shim._startup'), 'activated_via', None))"
 
 
@@ -60,7 +59,9 @@ print(EngineRegistry.get_engine_cls("value_model", "megatron").__name__, npu_shi
 def test_children_started_after_import_npu_shim_are_covered(synthetic, tmp_path, how):
     tree = synthetic("0.7.1")
     if how == "subprocess":
-        start = f"print(subprocess.run([sys.executable, '-c', {CHILD_RESOLVES!r}], capture_output=True, text=True, check=True).stdout)"
+        start = (
+            f"print(subprocess.run([sys.executable, '-c', {CHILD_RESOLVES!r}], capture_output=True, text=True).stdout)"
+        )
     else:
         start = "ctx = multiprocessing.get_context('spawn'); p = ctx.Process(target=child.run); p.start(); p.join()"
     (tmp_path / "child.py").write_text(f"def run():\n    exec({CHILD_RESOLVES!r}, {{}})\n")
@@ -84,11 +85,18 @@ def test_installed_package_ships_a_bootstrap_dir(synthetic, tmp_path):
     site = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(ROOT)],
-        check=True, capture_output=True, text=True, timeout=300,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     out = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "bootstrap-dir"], env=clean_env([site]), cwd=tmp_path,
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "npu_shim", "bootstrap-dir"],
+        env=clean_env([site]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert out == str(site / "npu_shim" / "bootstrap")
     assert (site / "npu_shim" / "testing" / "simulated" / "torch_npu" / "__init__.py").is_file()
@@ -116,7 +124,8 @@ def user_sitecustomize(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "ours", [[ROOT], [BOOTSTRAP_DIR], [ROOT, ROOT], [ROOT, BOOTSTRAP_DIR], [BOOTSTRAP_DIR, ROOT, BOOTSTRAP_DIR]],
+    "ours",
+    [[ROOT], [BOOTSTRAP_DIR], [ROOT, ROOT], [ROOT, BOOTSTRAP_DIR], [BOOTSTRAP_DIR, ROOT, BOOTSTRAP_DIR]],
     ids=["checkout", "bootstrap-dir", "checkout-twice", "checkout-and-bootstrap", "bootstrap-twice"],
 )
 def test_a_later_sitecustomize_runs_once_after_the_shim(user_sitecustomize, tmp_path, ours):
