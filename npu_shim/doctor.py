@@ -6,7 +6,7 @@ When the shim is not active in this process (``NPU_SHIM_DISABLE=1``, or its
 hook could not load) it is not activated here either: the report then says
 what the shim would do, read from verl as it was imported.
 
-Exit status: 1 when verl sees an NPU and ``(value_model, megatron)`` does not
+Exit status: 1 when verl's engine registry looks up ``npu`` and ``(value_model, megatron)`` does not
 resolve to an engine class (a Megatron critic would fail), else 0, including
 when verl is not installed at all.
 
@@ -21,9 +21,10 @@ when verl is not installed at all.
   "disabled": bool, "hook_loaded": bool, "failure": str|None, "reason": str|None}``;
   ``reason`` says why the shim is not active, or did not apply
 - ``propagation``: ``{"children_inherit": bool, "via": str|None, "shadowed_by": str|None,
-  "at_process_start": bool|None}``: whether this process's ``PYTHONPATH`` makes
-  child interpreters (Ray workers) activate the shim (``via``: the entry that
-  does it; ``shadowed_by``: a foreign ``sitecustomize.py`` found first), and
+  "at_process_start": bool|None}``: whether this process's environment makes
+  child interpreters (Ray workers) activate the shim (``via``: the ``PYTHONPATH``
+  entry that does it; ``shadowed_by``: a foreign ``sitecustomize.py`` found first;
+  False whenever ``NPU_SHIM_DISABLE`` is set, since children inherit that too), and
   whether it did so in the environment this process started with (None when
   unknown; ``import npu_shim`` adds the bootstrap directory itself)
 - ``layout``: ``{"id": str|None, "description": str|None}``; ids: ``"0.6/0.7"``,
@@ -37,6 +38,8 @@ when verl is not installed at all.
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
   (``simulated`` is None when torch_npu is not loaded)
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
+- ``engine_device`` (str|None): the device the engine registry looks up: ``device``, unless this
+  verl honours ``VERL_ENGINE_DEVICE`` (0.9) and it is set
 - ``registry``: list of ``{"model_type", "backend", "device", "vendor", "class", "origin", "patched"}``;
   ``vendor`` is None unless verl keys engines by ``(device, vendor)`` (0.9);
   ``class`` is ``module.qualname``; ``origin`` is ``"shim"`` (a class npu_shim added) or
@@ -151,7 +154,7 @@ def _propagation() -> dict[str, Any]:
     via, shadowed_by = _propagation_of(os.environ.get("PYTHONPATH", ""))
     initial = _initial_pythonpath()
     return {
-        "children_inherit": via is not None,
+        "children_inherit": via is not None and not _startup.switch("NPU_SHIM_DISABLE"),
         "via": via,
         "shadowed_by": shadowed_by,
         "at_process_start": None if initial is None else _propagation_of(initial)[0] is not None,
@@ -311,6 +314,16 @@ def _device() -> str | None:
         return None
 
 
+def _engine_device(registry: Any, device: str | None) -> str | None:
+    """``device``, or ``VERL_ENGINE_DEVICE`` when this verl's ``get_engine_cls`` reads it (0.9)."""
+    override = os.environ.get("VERL_ENGINE_DEVICE")
+    get_engine_cls = getattr(registry, "get_engine_cls", None)
+    constants = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
+    if override and constants is not None and "VERL_ENGINE_DEVICE" in constants.co_consts:
+        return override
+    return device
+
+
 def collect() -> dict[str, Any]:
     """The doctor's report as a dict (the ``--json`` object); see the module docstring for its keys."""
     report: dict[str, Any] = {
@@ -325,6 +338,7 @@ def collect() -> dict[str, Any]:
         "mindspeed": {"repatch_importable": False, "simulated": False},
         "torch_npu": None,
         "device": None,
+        "engine_device": None,
         "registry": [],
         "value_model_megatron_resolves": False,
         "value_model_megatron_class": None,
@@ -354,7 +368,9 @@ def collect() -> dict[str, Any]:
 
     if verl is None:
         report["status"] = NOT_APPLICABLE
-        report["shim"]["reason"] = report["shim"]["reason"] or "verl is not installed"
+        if report["shim"]["activated_via"] is not None:
+            report["shim"]["reason"] = "verl is not importable: nothing to patch"
+        report["value_model_megatron_error"] = "verl is not importable"
         report["fixes"] = [
             {"fix": name, "verdict": NOT_APPLICABLE, "reason": "verl is not importable", "would": None}
             for name in FIX_NAMES
@@ -369,10 +385,12 @@ def collect() -> dict[str, Any]:
         report["mindspeed"] = _mindspeed()
         report["registry"] = _registry_rows(layout.registry)
         report.update(_resolve(layout.registry))
+        report["engine_device"] = _engine_device(layout.registry, report["device"])
     else:
         report["value_model_megatron_error"] = report["verl"]["error"]
+        report["engine_device"] = report["device"]
 
-    if report["device"] == "npu" and not report["value_model_megatron_resolves"]:
+    if report["engine_device"] == "npu" and not report["value_model_megatron_resolves"]:
         report["status"] = PROBLEM
         report["exit_code"] = 1
     return report
@@ -389,6 +407,8 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
 
 
 def _inherit_text(propagation: dict[str, Any]) -> str:
+    if propagation["via"] and not propagation["children_inherit"]:
+        return f"no, NPU_SHIM_DISABLE is set (PYTHONPATH has {propagation['via']})"
     if propagation["children_inherit"]:
         text = f"yes, PYTHONPATH has {propagation['via']}"
         if propagation["at_process_start"] is False:
@@ -417,7 +437,10 @@ def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
     lines.append(("child processes", _inherit_text(report["propagation"])))
     if report["layout"]["description"]:
         lines.append(("layout", report["layout"]["description"]))
-    lines.append(("device", str(report["device"])))
+    device = str(report["device"])
+    if report["engine_device"] not in (None, report["device"]):
+        device += f" (engines looked up for {report['engine_device']}: VERL_ENGINE_DEVICE)"
+    lines.append(("device", device))
     lines.append(("torch_npu", _torch_npu_text(report["torch_npu"])))
     repatch = "importable" if mindspeed["repatch_importable"] else "not importable"
     lines.append(("mindspeed repatch", repatch + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")))

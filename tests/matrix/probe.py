@@ -111,8 +111,8 @@ def resolve(model_type: str) -> dict[str, Any]:
 
     try:
         cls = EngineRegistry.get_engine_cls(model_type, "megatron")
-    except AssertionError as error:
-        return {"error": f"AssertionError: {error}"}
+    except (AssertionError, ValueError) as error:  # verl 0.9 raises ValueError for an unknown device
+        return {"error": f"{type(error).__name__}: {error}"}
     from verl.workers.engine.megatron import transformer_impl as megatron_impl
 
     base = (

@@ -1,0 +1,218 @@
+"""``python -m npu_shim doctor --json`` against a real verl on the simulated NPU.
+
+Two doctor subprocesses per verl release (each imports ``verl.workers.engine``,
+about 10 s): with the shim (the checkout on PYTHONPATH, so its ``sitecustomize``
+activates it) and without (``NPU_SHIM_DISABLE=1``). ``NPU_SHIM_TEST_VERL`` names
+the release of the running environment and chooses which expectations apply.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VALUE_KEY = ("value_model", "megatron", "npu")
+UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
+FIXES = ["shared_repatch", "value_engine", "lm_engine_repatch"]
+
+
+def _verl_release() -> str:
+    named = os.environ.get("NPU_SHIM_TEST_VERL")
+    if named:
+        return named
+    try:  # run by hand: read the installed release without importing verl
+        return importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+VERL = _verl_release()
+VERL_TUPLE = tuple(int(part) for part in VERL.split(".")[:2] if part.isdigit())
+AFFECTED = (0, 6) <= VERL_TUPLE < (0, 8)  # released without the MindSpeed value engine
+NATIVE = VERL_TUPLE >= (0, 8)  # verl #6135 is in
+
+if not (AFFECTED or NATIVE):
+    raise pytest.UsageError(f"tests/matrix needs verl 0.6 or later installed (found {VERL!r}); run `make test`")
+
+
+def _simulated_npu_env(base: dict[str, str]) -> dict[str, str]:
+    # `import npu_shim` activates the shim in this process and puts its bootstrap directory
+    # on os.environ["PYTHONPATH"]; keep the latter from leaking into other tests' subprocesses.
+    before = os.environ.get("PYTHONPATH")
+    try:
+        from npu_shim.testing import simulated_npu_env
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+    return simulated_npu_env(base)
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    env["PYTHONPATH"] = str(ROOT)  # npu_shim importable; its sitecustomize activates the shim
+    env.update(extra)
+    return _simulated_npu_env(env)
+
+
+def _doctor(env: dict[str, str]) -> dict[str, Any]:
+    process = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
+        env=env,
+        cwd=str(ROOT.parent),  # not the checkout: only PYTHONPATH may make npu_shim importable
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert "Traceback" not in process.stderr, process.stderr
+    try:
+        report = json.loads(process.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(
+            f"doctor --json printed no JSON object (exit {process.returncode}):\n{process.stdout}\n{process.stderr}"
+        )
+    report["_returncode"] = process.returncode
+    return report
+
+
+@pytest.fixture(scope="module")
+def with_shim() -> dict[str, Any]:
+    return _doctor(_clean_env())
+
+
+@pytest.fixture(scope="module")
+def without_shim() -> dict[str, Any]:
+    return _doctor(_clean_env(NPU_SHIM_DISABLE="1"))
+
+
+def _row(report: dict[str, Any], key: tuple[str, str, str]) -> dict[str, Any] | None:
+    rows = [row for row in report["registry"] if (row["model_type"], row["backend"], row["device"]) == key]
+    assert len(rows) <= 1, rows
+    return rows[0] if rows else None
+
+
+def _verdicts(report: dict[str, Any]) -> dict[str, str]:
+    return {fix["fix"]: fix["verdict"] for fix in report["fixes"]}
+
+
+# -- every release ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["with_shim", "without_shim"])
+def test_sees_verl_and_the_simulated_npu(case: str, request: pytest.FixtureRequest) -> None:
+    report = request.getfixturevalue(case)
+    assert report["verl"]["importable"] is True
+    assert report["verl"]["version"] == VERL
+    assert Path(report["verl"]["path"], "workers", "engine", "base.py").is_file()
+    assert report["verl"]["error"] is None
+    assert report["device"] == "npu"
+    assert report["engine_device"] == "npu"
+    assert report["torch_npu"] == {"loaded": True, "importable": True, "simulated": True}
+    assert report["mindspeed"] == {"repatch_importable": True, "simulated": True}
+    assert [fix["fix"] for fix in report["fixes"]] == FIXES
+    assert report["exit_code"] == report["_returncode"]
+
+
+def test_with_shim_resolves_and_exits_0(with_shim: dict[str, Any]) -> None:
+    assert with_shim["_returncode"] == 0
+    assert with_shim["status"] == "ok"
+    assert with_shim["shim"]["active"] is True
+    assert with_shim["shim"]["activated_via"] == "sitecustomize"
+    assert with_shim["propagation"]["children_inherit"] is True
+    assert with_shim["propagation"]["via"] == str(ROOT)
+    assert with_shim["value_model_megatron_resolves"] is True
+    assert with_shim["value_model_megatron_error"] is None
+    assert with_shim["value_model_megatron_class"].endswith(".MindspeedEngineWithValueHead")
+
+
+def test_without_shim_reports_it_inactive(without_shim: dict[str, Any]) -> None:
+    shim = without_shim["shim"]
+    assert shim["active"] is False
+    assert shim["activated_via"] is None
+    assert shim["disabled"] is True
+    assert "NPU_SHIM_DISABLE" in shim["reason"]
+    assert without_shim["propagation"]["children_inherit"] is False  # they inherit NPU_SHIM_DISABLE too
+    assert set(_verdicts(without_shim).values()) == {"inactive"}
+    assert all("NPU_SHIM_DISABLE" in fix["reason"] for fix in without_shim["fixes"])
+    assert all(row["origin"] == "upstream" and not row["patched"] for row in without_shim["registry"])
+
+
+def test_human_output_renders_the_same_report(with_shim: dict[str, Any]) -> None:
+    from npu_shim.doctor import render
+
+    text = render(with_shim)
+    assert f"verl                  {VERL} (" in text
+    assert "registry:" in text
+    header = next(line for line in text.splitlines() if "model_type" in line and "origin" in line)
+    assert header.split() == ["model_type", "backend", "device", "class", "origin"]
+    assert any(line.split()[:3] == list(VALUE_KEY) for line in text.splitlines())
+
+
+# -- 0.6.x/0.7.x: the shim adds the engine; 0.8.0 and later: verl has it, the shim stands aside -----
+
+
+def test_with_shim_verdicts_and_registry_match_the_release(with_shim: dict[str, Any]) -> None:
+    row = _row(with_shim, VALUE_KEY)
+    assert row is not None
+    assert row["class"] == "verl.workers.engine.mindspeed.transformer_impl.MindspeedEngineWithValueHead"
+    lm_row = _row(with_shim, ("language_model", "megatron", "npu"))
+    assert lm_row is not None
+    if AFFECTED:
+        assert with_shim["layout"]["id"] == "0.6/0.7"
+        assert _verdicts(with_shim) == dict.fromkeys(FIXES, "applied")
+        assert row["origin"] == "shim"
+        assert (lm_row["origin"], lm_row["patched"]) == ("upstream", True)
+    else:
+        assert with_shim["layout"]["id"] == "native"
+        assert _verdicts(with_shim) == dict.fromkeys(FIXES, "native")
+        assert not any(row["origin"] == "shim" or row["patched"] for row in with_shim["registry"])
+
+
+def test_without_shim_the_exit_status_matches_the_release(without_shim: dict[str, Any]) -> None:
+    would = {fix["fix"]: fix["would"] for fix in without_shim["fixes"]}
+    if AFFECTED:
+        assert without_shim["_returncode"] == 1
+        assert without_shim["status"] == "problem"
+        assert without_shim["value_model_megatron_resolves"] is False
+        assert UNKNOWN_DEVICE in without_shim["value_model_megatron_error"]
+        assert _row(without_shim, VALUE_KEY) is None
+        assert without_shim["layout"]["id"] == "0.6/0.7"
+        assert would == dict.fromkeys(FIXES, "apply")
+    else:
+        assert without_shim["_returncode"] == 0
+        assert without_shim["status"] == "ok"
+        assert without_shim["value_model_megatron_resolves"] is True
+        assert without_shim["layout"]["id"] == "native"
+        assert would == dict.fromkeys(FIXES, "native")
+
+
+# -- the command line, without verl ------------------------------------------------------------------
+
+
+def test_bootstrap_dir_prints_only_the_directory_and_imports_nothing_heavy() -> None:
+    env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    env["PYTHONPATH"] = str(ROOT)
+    process = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "npu_shim", "bootstrap-dir"],
+        env=env,
+        cwd=str(ROOT.parent),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert process.stdout == f"{ROOT / 'npu_shim' / 'bootstrap'}\n"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in process.stderr.splitlines() if "|" in line}
+    assert "npu_shim" in imported
+    heavy = {name for name in imported if name.split(".")[0] in {"wrapt", "torch", "verl", "npu_shim"}}
+    assert heavy <= {"npu_shim", "npu_shim._startup", "npu_shim.__main__"}, heavy
