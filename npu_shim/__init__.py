@@ -7,8 +7,7 @@ npu_shim bootstrap-dir)`` activates it in every interpreter through
 ``sitecustomize``. Nothing heavy is imported until verl is.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: this module is on every interpreter's start-up path.
 import os
 import sys
 
