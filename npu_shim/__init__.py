@@ -1,52 +1,184 @@
 """npu_shim: backports verl's MindSpeed value-head engine to verl releases that lack it.
 
-``import npu_shim`` activates the shim in this interpreter and, through
-``PYTHONPATH``, in the interpreters it starts afterwards (``NPU_SHIM_PROPAGATE=0``
-turns the latter off). ``PYTHONPATH=<checkout>`` or ``PYTHONPATH=$(python -m
-npu_shim bootstrap-dir)`` activates it in every interpreter through
-``sitecustomize``. Nothing heavy is imported until verl is.
+``import npu_shim`` activates the shim here and in the interpreters started
+afterwards; ``PYTHONPATH=<checkout>`` (or ``$(python -m npu_shim bootstrap-dir)``)
+activates it in every interpreter. See README.md.
 """
 
-# No `from __future__ import annotations`: this module is on every interpreter's start-up path.
+# This module is also the shim's start-up half: every interpreter in a container
+# runs sitecustomize, which loads this one module (docstrings are kept short and
+# rare paths live elsewhere: each byte here is paid at every start-up) and
+#   1. reads the NPU_SHIM_* switches;
+#   2. puts a tiny finder at the front of sys.meta_path that waits for the first
+#      import of verl; only then is npu_shim.hook (and with it wrapt, ~50 ms)
+#      imported to register the real post-import hook on verl.workers.engine;
+#   3. asks the interpreter's own PathFinder whether a later sitecustomize exists
+#      (a container's own one), and if so runs it too (npu_shim._chain).
+# A process that never imports verl never imports wrapt, torch or verl.
+# No `from __future__ import annotations`: importing __future__ alone costs more
+# than everything else this module does at start-up (Python >= 3.10 needs no help).
+import _thread
 import os
 import sys
 
-from npu_shim import _startup
-
 __version__ = "0.1.0"
-__all__ = ["__version__", "activated_via", "bootstrap_dir", "ray_runtime_env"]
+__all__ = ["__version__", "activate", "activated_via", "bootstrap_dir"]
+
+SWITCHES = {
+    "NPU_SHIM_DISABLE": False,  # 1: install nothing at all
+    "NPU_SHIM_STRICT": False,  # 1: a failure inside the shim raises instead of warning once
+    "NPU_SHIM_PROPAGATE": True,  # 0: `import npu_shim` leaves os.environ["PYTHONPATH"] alone
+}
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(__file__), "bootstrap")
+
+# Marks npu_shim's own sitecustomize files, so that chaining never runs one of ours twice.
+BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"
+
+# Process state. `importlib.reload(npu_shim)` re-runs this module in the same
+# namespace: keep what an earlier run set, so that a reload activates nothing twice.
+_activated_via: str | None = globals().get("_activated_via")  # None, "sitecustomize" or "import"
+_lock = globals().get("_lock") or _thread.allocate_lock()
+_warned: set[str] = globals().get("_warned") or set()
+_chained: bool = globals().get("_chained", False)
+
+
+def switch(name: str) -> bool:
+    """The boolean value of one NPU_SHIM_* switch; a value we cannot read gets a warning and the default."""
+    default = SWITCHES[name]
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    warn_once(
+        f"bad-switch-{name}",
+        "%s=%r is not a boolean (use 1/0, true/false, yes/no, on/off); using the default, %s",
+        name,
+        raw,
+        int(default),
+    )
+    return default
+
+
+def warn_once(key: str, message: str, *args: object) -> None:
+    """Log a warning on logger ``npu_shim`` once per process; logging is imported only here."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    import logging
+
+    logging.getLogger("npu_shim").warning(message, *args)
+
+
+class VerlImportWatcher:
+    """A meta path finder that finds nothing: it notices the first import of verl.
+
+    It stays in ``sys.meta_path`` after firing (removing it while the import
+    system iterates the list could make that iteration skip the next finder) and
+    only costs one string comparison per later import.
+    """
+
+    fired = False
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if not self.fired and (fullname == "verl" or fullname.startswith("verl.")):
+            self.fired = True
+            install_hook()
+
+
+_watcher = globals().get("_watcher") or VerlImportWatcher()
+
+
+def install_hook() -> None:
+    """Import the wrapt half and register the post-import hook on ``verl.workers.engine``."""
+    try:
+        from npu_shim import hook
+    except Exception as error:  # e.g. wrapt is not installed
+        if switch("NPU_SHIM_STRICT"):
+            raise
+        warn_once(
+            "hook-import",
+            "npu_shim could not load its import hook (%s: %s); verl runs unpatched. "
+            "Set NPU_SHIM_DISABLE=1 to turn the shim off.",
+            type(error).__name__,
+            error,
+        )
+        return
+    hook.register()
+
+
+def activate(via: str) -> bool:
+    """Activate the shim in this process; any number of calls activate it once.
+
+    Returns False when ``NPU_SHIM_DISABLE`` is set. Safe before or after verl is
+    imported: if verl is already loaded the hook is registered now (and fires at
+    once when ``verl.workers.engine`` is there too).
+    """
+    global _activated_via
+    settings = {name: switch(name) for name in SWITCHES}  # every bad value is reported now, at start-up
+    if settings["NPU_SHIM_DISABLE"]:
+        return False
+    with _lock:
+        if _activated_via is not None:
+            return True
+        _activated_via = via
+        verl_loaded = "verl" in sys.modules
+        if not verl_loaded and _watcher not in sys.meta_path:
+            sys.meta_path.insert(0, _watcher)
+    if verl_loaded and not _watcher.fired:
+        _watcher.fired = True
+        install_hook()
+    return True
+
+
+def run_as_sitecustomize(bootstrap_file: str) -> None:
+    """What each of npu_shim's ``sitecustomize.py`` files does: activate, then chain."""
+    global _chained
+    if _chained:  # a second copy of the shim was chained to, and must not chain again
+        return
+    _chained = True
+    activate("sitecustomize")
+    run_next_sitecustomize(os.path.dirname(bootstrap_file))
+
+
+def _normalised(path_entry: str) -> str:
+    return os.path.normcase(os.path.abspath(path_entry or os.curdir))
+
+
+def run_next_sitecustomize(own_dir: str) -> None:
+    """Run the ``sitecustomize`` Python would have run had our directory not come first on sys.path."""
+    skip = {_normalised(own_dir), _normalised(BOOTSTRAP_DIR)}
+    search = [entry for entry in sys.path if _normalised(entry) not in skip]
+    # The interpreter's own PathFinder, taken from sys.meta_path: its directory caches are
+    # warm by now, and importing importlib.machinery would cost more than the rest of start-up.
+    path_finder = next(finder for finder in sys.meta_path if getattr(finder, "__name__", "") == "PathFinder")
+    if path_finder.find_spec("sitecustomize", search) is not None:
+        from npu_shim import _chain
+
+        _chain.run_next_sitecustomize(path_finder, search)
 
 
 def bootstrap_dir() -> str:
     """The directory to put on PYTHONPATH so that every interpreter activates the shim."""
-    return _startup.BOOTSTRAP_DIR
+    return BOOTSTRAP_DIR
 
 
 def activated_via() -> str | None:
     """``"sitecustomize"``, ``"import"``, or None when the shim is not active in this process."""
-    return _startup.activated_via
-
-
-def ray_runtime_env(runtime_env: dict | None = None) -> dict:
-    """``runtime_env`` (a copy) with the shim's bootstrap directory first on the workers' PYTHONPATH.
-
-    For ``ray.init(runtime_env=...)`` or a job submission, when the cluster was
-    started without the shim. The shim must be installed at the same path on
-    every node, as it is in a container image. Ray expands ``${PYTHONPATH}`` to
-    the worker's own value, so entries the nodes already have are kept.
-    """
-    merged = dict(runtime_env or {})
-    env_vars = dict(merged.get("env_vars") or {})
-    existing = env_vars.get("PYTHONPATH", "${PYTHONPATH}")
-    entries = [entry for entry in existing.split(os.pathsep) if entry and entry != bootstrap_dir()]
-    env_vars["PYTHONPATH"] = os.pathsep.join([bootstrap_dir(), *entries])
-    merged["env_vars"] = env_vars
-    return merged
+    return _activated_via
 
 
 def _started_by_our_sitecustomize() -> bool:
-    return getattr(sys.modules.get("sitecustomize"), _startup.BOOTSTRAP_MARKER, False)
+    return getattr(sys.modules.get("sitecustomize"), BOOTSTRAP_MARKER, False)
 
 
-if not _started_by_our_sitecustomize() and _startup.activate("import"):
-    _startup.propagate()
+if not _started_by_our_sitecustomize() and activate("import"):
+    from npu_shim.propagation import propagate
+
+    propagate()

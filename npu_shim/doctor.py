@@ -60,7 +60,7 @@ import sys
 from typing import Any
 
 import npu_shim
-from npu_shim import _startup
+from npu_shim import _chain
 from npu_shim.fixes import NATIVE, NOT_APPLICABLE, Outcome, lm_engine_repatch, shared_repatch, value_engine
 from npu_shim.layout import ENGINE_PACKAGE, MINDSPEED_IMPL, VerlLayout, read_layout
 
@@ -103,7 +103,7 @@ def _shim_state() -> dict[str, Any]:
     state: dict[str, Any] = {
         "active": False,
         "activated_via": via,
-        "disabled": _startup.switch("NPU_SHIM_DISABLE"),
+        "disabled": npu_shim.switch("NPU_SHIM_DISABLE"),
         "hook_loaded": hook is not None,
         "failure": None if failure is None else _error(failure),
         "reason": None,
@@ -143,7 +143,7 @@ def _propagation_of(pythonpath: str) -> tuple[str | None, str | None]:
         if not entry:
             continue
         candidate = os.path.join(entry, "sitecustomize.py")
-        if os.path.normcase(os.path.abspath(entry)) == bootstrap or _startup._is_npu_shim_bootstrap(candidate):
+        if os.path.normcase(os.path.abspath(entry)) == bootstrap or _chain.is_npu_shim_bootstrap(candidate):
             return entry, None
         if os.path.isfile(candidate):  # Python runs the first sitecustomize only; ours would never start
             return None, candidate
@@ -154,7 +154,7 @@ def _propagation() -> dict[str, Any]:
     via, shadowed_by = _propagation_of(os.environ.get("PYTHONPATH", ""))
     initial = _initial_pythonpath()
     return {
-        "children_inherit": via is not None and not _startup.switch("NPU_SHIM_DISABLE"),
+        "children_inherit": via is not None and not npu_shim.switch("NPU_SHIM_DISABLE"),
         "via": via,
         "shadowed_by": shadowed_by,
         "at_process_start": None if initial is None else _propagation_of(initial)[0] is not None,

@@ -1,18 +1,20 @@
 """npu_shim bootstrap for an installed shim: put this directory on PYTHONPATH to activate it everywhere.
 
 ``python -m npu_shim bootstrap-dir`` prints this directory. Standard library
-only until verl itself is imported; see npu_shim/_startup.py.
+only until verl itself is imported; see npu_shim/__init__.py.
 """
 
 __npu_shim_bootstrap__ = True  # tells npu_shim it is being started from here, not by `import npu_shim`
 
-try:
-    from npu_shim._startup import run_as_sitecustomize
-except ImportError:  # propagated from a checkout that is not installed: the package sits two levels up
-    import os
-    import sys
+import os
+import sys
 
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from npu_shim._startup import run_as_sitecustomize
+# The directory that holds the npu_shim package: site-packages when installed (already
+# on sys.path), the checkout when propagated from one that is not installed.
+_package_parent = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+if _package_parent not in sys.path:
+    sys.path.append(_package_parent)
 
-run_as_sitecustomize(__file__)
+import npu_shim  # noqa: E402
+
+npu_shim.run_as_sitecustomize(__file__)

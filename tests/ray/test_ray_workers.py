@@ -29,7 +29,7 @@ class Critic:
             name = EngineRegistry.get_engine_cls("value_model", "megatron").__name__
         except AssertionError as error:
             name = str(error)
-        return [name, getattr(sys.modules.get("npu_shim._startup"), "activated_via", None), os.getpid()]
+        return [name, sys.modules["npu_shim"].activated_via() if "npu_shim" in sys.modules else None, os.getpid()]
 
 try:
     print(json.dumps([*ray.get(Critic.remote().engine.remote(), timeout=300), os.getpid()]))
@@ -63,7 +63,8 @@ RAY_INIT = "ray.init(num_cpus=2, include_dashboard=False, _node_ip_address='127.
         ("import npu_shim in the driver", "import npu_shim\nimport ray\n" + RAY_INIT.format(extra=""), {}),
         (
             "runtime_env helper, driver environment clean",
-            "import npu_shim\nimport ray\n" + RAY_INIT.format(extra=", runtime_env=npu_shim.ray_runtime_env()"),
+            "import npu_shim.propagation\nimport ray\n"
+            + RAY_INIT.format(extra=", runtime_env=npu_shim.propagation.ray_runtime_env()"),
             {"NPU_SHIM_PROPAGATE": "0"},
         ),
     ],

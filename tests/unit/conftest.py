@@ -30,7 +30,7 @@ print(_json.dumps({
     "value_model": _resolve("value_model"),
     "language_model": _resolve("language_model"),
     "outcomes": {o.fix: [o.verdict, o.reason] for o in (_hook.outcomes if _hook else [])},
-    "activated_via": getattr(_sys.modules.get("npu_shim._startup"), "activated_via", None),
+    "activated_via": _sys.modules["npu_shim"].activated_via() if "npu_shim" in _sys.modules else None,
     "loaded": sorted(m for m in ("wrapt", "npu_shim", "npu_shim.hook") if m in _sys.modules),
 }))
 """

@@ -94,9 +94,9 @@ def test_a_bad_switch_value_warns_and_keeps_the_default(synthetic, run_with, var
 
 def test_any_number_of_activations_inject_once(synthetic, run_with):
     code = """
-    import importlib, npu_shim, npu_shim._startup as startup
+    import importlib, npu_shim
     importlib.reload(npu_shim)
-    startup.activate("import")
+    npu_shim.activate("import")
     import verl.workers.engine as engine
     import npu_shim.hook as hook
     hook.register()

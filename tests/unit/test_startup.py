@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from helpers import BOOTSTRAP_DIR, ROOT, clean_env, run_python
 
 HEAVY = ("wrapt", "torch", "verl", "megatron", "mindspeed", "logging", "npu_shim.hook")
 LOADED = f"import sys, json; print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
-ACTIVE = "import sys; print(getattr(sys.modules.get('npu_shim._startup'), 'activated_via', None))"
+ACTIVE = "import sys; print(sys.modules['npu_shim'].activated_via() if 'npu_shim' in sys.modules else None)"
 
 
 def test_an_interpreter_that_never_imports_verl_loads_nothing_heavy(tmp_path):
@@ -34,7 +35,7 @@ def test_import_puts_the_bootstrap_dir_first_on_pythonpath_once(tmp_path):
     import importlib, os, sys; sys.path.insert(0, {str(ROOT)!r})
     import npu_shim
     importlib.reload(npu_shim)
-    import npu_shim._startup as s; s.propagate()
+    from npu_shim.propagation import propagate; propagate()
     print(os.environ["PYTHONPATH"])
     """
     env = clean_env(["/first", str(BOOTSTRAP_DIR), "/second"])
@@ -117,7 +118,7 @@ def user_sitecustomize(tmp_path):
     marker = tmp_path / "marker.txt"
     (directory / "sitecustomize.py").write_text(
         "import sys\n"
-        f"open({str(marker)!r}, 'a').write('ran shim_active=%s\\n' % ('npu_shim._startup' in sys.modules))\n"
+        f"open({str(marker)!r}, 'a').write('ran shim_active=%s\\n' % ('npu_shim' in sys.modules))\n"
         "USER_SITECUSTOMIZE = True\n"
     )
     return directory, marker
@@ -149,3 +150,16 @@ def test_an_error_in_the_later_sitecustomize_is_reported_as_python_would(user_si
 @pytest.mark.parametrize("flag", ["-E", "-I", "-S"])
 def test_python_flags_that_skip_pythonpath_or_site_leave_the_shim_off(tmp_path, flag):
     assert run_python(ACTIVE, clean_env([ROOT]), args=(flag,), cwd=tmp_path).stdout.strip() == "None"
+
+
+def test_ray_runtime_env_puts_the_bootstrap_dir_first_and_keeps_the_rest(tmp_path):
+    code = f"""
+    import json, sys; sys.path.insert(0, {str(ROOT)!r})
+    from npu_shim.propagation import ray_runtime_env
+    given = {{"pip": ["x"], "env_vars": {{"A": "1", "PYTHONPATH": "/n"}}}}
+    print(json.dumps([ray_runtime_env(), ray_runtime_env(given), given]))
+    """
+    plain, merged, given = json.loads(run_python(textwrap.dedent(code), clean_env(), cwd=tmp_path).stdout)
+    assert plain == {"env_vars": {"PYTHONPATH": os.pathsep.join([str(BOOTSTRAP_DIR), "${PYTHONPATH}"])}}
+    assert merged == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": os.pathsep.join([str(BOOTSTRAP_DIR), "/n"])}}
+    assert given == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": "/n"}}, "the caller's dict was changed"
