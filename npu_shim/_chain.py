@@ -9,8 +9,6 @@ way ``site.execsitecustomize`` does.
 
 import os
 import sys
-from importlib.util import module_from_spec
-from typing import Any
 
 from npu_shim import BOOTSTRAP_MARKER
 
@@ -24,7 +22,7 @@ def is_npu_shim_bootstrap(path: str) -> bool:
         return False
 
 
-def run_next_sitecustomize(path_finder: Any, search: list[str]) -> None:
+def run_next_sitecustomize(path_finder: type, search: list[str]) -> None:
     while True:
         spec = path_finder.find_spec("sitecustomize", search)
         if spec is None or spec.loader is None:
@@ -33,6 +31,8 @@ def run_next_sitecustomize(path_finder: Any, search: list[str]) -> None:
             break
         ours = os.path.dirname(spec.origin)  # another copy of the shim's bootstrap: look past it
         search = [entry for entry in search if os.path.abspath(entry or os.curdir) != os.path.abspath(ours)]
+    from importlib.util import module_from_spec  # only now: it costs more than the rest of start-up
+
     shim_sitecustomize = sys.modules.get("sitecustomize")
     module = module_from_spec(spec)
     sys.modules["sitecustomize"] = module
