@@ -61,7 +61,16 @@ from typing import Any
 
 import npu_shim
 from npu_shim import _chain
-from npu_shim.fixes import NATIVE, NOT_APPLICABLE, Outcome, lm_engine_repatch, shared_repatch, value_engine
+from npu_shim.changes import ChangeSet
+from npu_shim.fixes import (
+    APPLIED,
+    NOT_APPLICABLE,
+    Outcome,
+    apply_all,
+    lm_engine_repatch,
+    shared_repatch,
+    value_engine,
+)
 from npu_shim.layout import ENGINE_PACKAGE, MINDSPEED_IMPL, VerlLayout, read_layout
 
 logger = logging.getLogger("npu_shim")
@@ -182,41 +191,18 @@ def _layout_id(layout: VerlLayout) -> str:
 
 
 def _would(layout: VerlLayout) -> dict[str, tuple[str, str]]:
-    """What each fix would do to this verl, read without changing it (mirrors each fix's ``apply``)."""
-    would: dict[str, tuple[str, str]] = {}
-    module = layout.mindspeed_impl
-    if module is None:
-        would[shared_repatch.NAME] = (NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
-    elif getattr(module, shared_repatch.UPSTREAM_NAME, None) is not None:
-        would[shared_repatch.NAME] = (NATIVE, f"{MINDSPEED_IMPL}.{shared_repatch.UPSTREAM_NAME} exists")
-    else:
-        would[shared_repatch.NAME] = (WOULD_APPLY, f"would bind {MINDSPEED_IMPL}.{shared_repatch.UPSTREAM_NAME}")
+    """What each fix would do to this verl: a dry run of the fixes themselves, reverted at once.
 
-    registered = layout.registered(**value_engine.KEY)
-    key = "({model_type}, {backend}, {device})".format(**value_engine.KEY)
-    if layout.registry is None:
-        would[value_engine.NAME] = (NOT_APPLICABLE, "verl has no (model_type, backend, device) engine registry")
-    elif registered is not None:
-        would[value_engine.NAME] = (NATIVE, f"verl registers {registered.__qualname__} for {key}")
-    elif getattr(layout.megatron_impl, value_engine.BASE_NAME, None) is None:
-        would[value_engine.NAME] = (NOT_APPLICABLE, f"verl has no {value_engine.BASE_NAME}")
-    elif module is None:
-        would[value_engine.NAME] = (NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
-    else:
-        would[value_engine.NAME] = (WOULD_APPLY, f"would register {value_engine.CLASS_NAME} for {key}")
-
-    lm_engine = getattr(module, lm_engine_repatch.CLASS_NAME, None)
-    init = None if lm_engine is None else lm_engine.__dict__.get("__init__")
-    names = set(getattr(getattr(init, "__code__", None), "co_names", ()))
-    if lm_engine is None:
-        would[lm_engine_repatch.NAME] = (NOT_APPLICABLE, f"verl has no {lm_engine_repatch.CLASS_NAME}")
-    elif "_init_device_mesh" in lm_engine.__dict__:
-        would[lm_engine_repatch.NAME] = (NATIVE, f"{lm_engine_repatch.CLASS_NAME} repatches in _init_device_mesh")
-    elif init is None or not names <= lm_engine_repatch.KNOWN_INIT_NAMES:
-        would[lm_engine_repatch.NAME] = (NOT_APPLICABLE, f"{lm_engine_repatch.CLASS_NAME}.__init__ is not 0.6/0.7's")
-    else:
-        would[lm_engine_repatch.NAME] = (WOULD_APPLY, "would move the repatch from __init__ to _init_device_mesh")
-    return would
+    Only this diagnostic process sees verl patched, and only for the duration of the call.
+    """
+    changes = ChangeSet()
+    try:
+        outcomes = apply_all(layout, changes)
+    except Exception as error:  # a verl the fixes cannot read: say so, do not crash the doctor
+        return dict.fromkeys(FIX_NAMES, (NOT_APPLICABLE, f"the fixes failed on this verl ({_error(error)})"))
+    finally:
+        changes.revert()
+    return {o.fix: (WOULD_APPLY if o.verdict == APPLIED else o.verdict, o.reason) for o in outcomes}
 
 
 def _fixes(layout: VerlLayout, shim: dict[str, Any]) -> list[dict[str, Any]]:
