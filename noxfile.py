@@ -53,7 +53,9 @@ def cached_env(session: nox.Session, name: str, requirements: list[str]) -> Path
         shutil.rmtree(stale)
     session.log(f"building {env.name}: {' '.join(requirements)}")
     session.run(sys.executable, "-m", "venv", str(env), external=True)
-    session.run(str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements, external=True)
+    # -qq: this machine kind's pip configuration names index folders that may be absent, and pip
+    # warns about each of them for every package it resolves.
+    session.run(str(python), "-m", "pip", "install", "-qq", "--disable-pip-version-check", *requirements, external=True)
     ready.touch()
     return python
 
