@@ -10,20 +10,23 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-import torch
-
-from torch_npu import npu
-
 SIMULATED = True
 __version__ = "2.13.0+npu_shim.simulated"
-
-if torch._C._get_privateuse1_backend_name() != "npu":
-    torch.utils.rename_privateuse1_backend("npu")
-    torch._register_device_module("npu", npu)
 
 
 def _autoload() -> None:
     """Entry point in group ``torch.backends``: ``import torch`` loads this module, as it does the real one."""
+
+
+# _autoload is defined before torch is imported: when this module is imported first,
+# `import torch` finds the entry point and calls _autoload on this half-initialised module.
+import torch  # noqa: E402
+
+from torch_npu import npu  # noqa: E402
+
+if torch._C._get_privateuse1_backend_name() != "npu":
+    torch.utils.rename_privateuse1_backend("npu")
+    torch._register_device_module("npu", npu)
 
 
 def __getattr__(name: str) -> Any:
