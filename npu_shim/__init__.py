@@ -150,7 +150,7 @@ def run_as_sitecustomize(bootstrap_file: str) -> None:
 def run_next_sitecustomize(own_dir: str) -> None:
     """Run the ``sitecustomize`` Python would have run had our directory not come first on sys.path."""
     # site has made every sys.path entry absolute and unique by now, so plain comparison is enough.
-    search = [entry for entry in sys.path if entry != own_dir and entry != BOOTSTRAP_DIR]
+    search = [entry for entry in sys.path if entry not in (own_dir, BOOTSTRAP_DIR)]
     # The interpreter's own PathFinder, taken from sys.meta_path: its directory caches are
     # warm by now, and importing importlib.machinery would cost more than the rest of start-up.
     path_finder = next(finder for finder in sys.meta_path if getattr(finder, "__name__", "") == "PathFinder")
