@@ -137,20 +137,21 @@ def activate(via: str) -> bool:
     return True
 
 
-def run_as_sitecustomize(bootstrap_file: str) -> None:
+def run_as_sitecustomize(bootstrap_file: str, *other_shim_dirs: str) -> None:
     """What each of npu_shim's ``sitecustomize.py`` files does: activate, then chain."""
     global _chained
     if _chained:  # a second copy of the shim was chained to, and must not chain again
         return
     _chained = True
     activate("sitecustomize")
-    run_next_sitecustomize(os.path.dirname(bootstrap_file))
+    run_next_sitecustomize(os.path.dirname(bootstrap_file), *other_shim_dirs)
 
 
-def run_next_sitecustomize(own_dir: str) -> None:
-    """Run the ``sitecustomize`` Python would have run had our directory not come first on sys.path."""
+def run_next_sitecustomize(*shim_dirs: str) -> None:
+    """Run the ``sitecustomize`` Python would have run had the shim's directories not come first on sys.path."""
     # site has made every sys.path entry absolute and unique by now, so plain comparison is enough.
-    search = [entry for entry in sys.path if entry not in (own_dir, BOOTSTRAP_DIR)]
+    skip = (*shim_dirs, BOOTSTRAP_DIR)
+    search = [entry for entry in sys.path if entry not in skip]
     # The interpreter's own PathFinder, taken from sys.meta_path: its directory caches are
     # warm by now, and importing importlib.machinery would cost more than the rest of start-up.
     path_finder = next(finder for finder in sys.meta_path if getattr(finder, "__name__", "") == "PathFinder")

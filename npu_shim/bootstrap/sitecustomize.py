@@ -12,9 +12,9 @@ import sys
 # The directory that holds the npu_shim package: site-packages when installed (already
 # on sys.path), the checkout when propagated from one that is not installed.
 _package_parent = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-if _package_parent not in sys.path:
-    sys.path.append(_package_parent)
+_appended = () if _package_parent in sys.path else (_package_parent,)
+sys.path.extend(_appended)
 
 import npu_shim  # noqa: E402
 
-npu_shim.run_as_sitecustomize(__file__)
+npu_shim.run_as_sitecustomize(__file__, *_appended)  # a checkout's own sitecustomize there is ours too
