@@ -154,8 +154,8 @@ def run_next_sitecustomize(*shim_dirs: str) -> None:
     search = [entry for entry in sys.path if entry not in skip]
     # The interpreter's own PathFinder, taken from sys.meta_path: its directory caches are
     # warm by now, and importing importlib.machinery would cost more than the rest of start-up.
-    path_finder = next(finder for finder in sys.meta_path if getattr(finder, "__name__", "") == "PathFinder")
-    if path_finder.find_spec("sitecustomize", search) is not None:
+    path_finder = next((f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"), None)
+    if path_finder is not None and path_finder.find_spec("sitecustomize", search) is not None:
         from npu_shim import _chain
 
         _chain.run_next_sitecustomize(path_finder, search)
