@@ -23,6 +23,23 @@ LAYOUTS = (
     "renamed-base",  # MegatronEngineWithValueHead renamed
 )
 
+# Lookup as in verl 0.6-0.8 (0.9 reads VERL_ENGINE_DEVICE too, which no test sets).
+REGISTRY_LOOKUP = """
+    @classmethod
+    def get_engine_cls(cls, model_type, backend):
+        assert model_type in cls._engines, f"Unknown model_type: {model_type}"
+        assert backend in cls._engines[model_type], f"Unknown backend: {backend}"
+        device = get_device_name()
+        assert device in cls._engines[model_type][backend], (
+            f"Unknown device: {device} for model_type: {model_type} and backend: {backend}"
+        )
+        return cls._engines[model_type][backend][device]
+
+    @classmethod
+    def new(cls, model_type, backend, *args, **kwargs):
+        return cls.get_engine_cls(model_type, backend)(*args, **kwargs)
+"""
+
 REGISTRY_0_6 = """
 class EngineRegistry:
     _engines = {}
@@ -38,19 +55,6 @@ class EngineRegistry:
             return engine_class
         return decorator
 
-    @classmethod
-    def get_engine_cls(cls, model_type, backend):
-        assert model_type in cls._engines, f"Unknown model_type: {model_type}"
-        assert backend in cls._engines[model_type], f"Unknown backend: {backend}"
-        device = get_device_name()
-        assert device in cls._engines[model_type][backend], (
-            f"Unknown device: {device} for model_type: {model_type} and backend: {backend}"
-        )
-        return cls._engines[model_type][backend][device]
-
-    @classmethod
-    def new(cls, model_type, backend, *args, **kwargs):
-        return cls.get_engine_cls(model_type, backend)(*args, **kwargs)
 """
 
 REGISTRY_0_9 = """
@@ -69,17 +73,6 @@ class EngineRegistry:
             return engine_class
         return decorator
 
-    @classmethod
-    def get_engine_cls(cls, model_type, backend):
-        device = get_device_name()
-        assert device in cls._engines[model_type][backend], (
-            f"Unknown device: {device} for model_type: {model_type} and backend: {backend}"
-        )
-        return cls._engines[model_type][backend][device]
-
-    @classmethod
-    def new(cls, model_type, backend, *args, **kwargs):
-        return cls.get_engine_cls(model_type, backend)(*args, **kwargs)
 """
 
 REGISTRY_0_5 = """
@@ -292,7 +285,7 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
         megatron_exports=", ".join(megatron_exports),
         megatron_exports_list=megatron_exports,
     )
-    files["verl/workers/engine/base.py"] = base_head + (REGISTRY_0_9 if native else REGISTRY_0_6)
+    files["verl/workers/engine/base.py"] = base_head + (REGISTRY_0_9 if native else REGISTRY_0_6) + REGISTRY_LOOKUP
     fail = 'raise ImportError("synthetic: megatron-core is not installed")' if layout == "no-megatron" else ""
     files["verl/workers/engine/megatron/__init__.py"] = (
         f"from .transformer_impl import {', '.join(megatron_exports)}\n\n__all__ = {megatron_exports!r}\n"
