@@ -67,6 +67,7 @@ from npu_shim.fixes import (
     NOT_APPLICABLE,
     Outcome,
     apply_all,
+    is_ours,
     lm_engine_repatch,
     shared_repatch,
     value_engine,
@@ -92,10 +93,6 @@ LAYOUTS = {
 
 def _qualified(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
-
-
-def _is_ours(obj: Any) -> bool:
-    return getattr(obj, "__npu_shim__", False) is True
 
 
 def _error(error: BaseException) -> str:
@@ -177,13 +174,13 @@ def _layout_id(layout: VerlLayout) -> str:
     if layout.registry is None:
         return "no keyed registry"
     native_value_engine = layout.registered(**value_engine.KEY)
-    if native_value_engine is not None and not _is_ours(native_value_engine):
+    if native_value_engine is not None and not is_ours(native_value_engine):
         return "native"
     lm_engine = getattr(layout.mindspeed_impl, lm_engine_repatch.CLASS_NAME, None)
     if lm_engine is None:
         return "no mindspeed engine"
     own_mesh_init = lm_engine.__dict__.get("_init_device_mesh")
-    if own_mesh_init is not None and not _is_ours(own_mesh_init):
+    if own_mesh_init is not None and not is_ours(own_mesh_init):
         return "pre-#6135 main"
     if own_mesh_init is not None or "__init__" in lm_engine.__dict__:
         return "0.6/0.7"
@@ -234,8 +231,8 @@ def _registry_rows(registry: Any) -> list[dict[str, Any]]:
                         "device": str(device),
                         "vendor": None if vendor is None else str(vendor),
                         "class": _qualified(engine_class),
-                        "origin": "shim" if _is_ours(engine_class) else "upstream",
-                        "patched": not _is_ours(engine_class) and _patched(engine_class),
+                        "origin": "shim" if is_ours(engine_class) else "upstream",
+                        "patched": not is_ours(engine_class) and _patched(engine_class),
                     }
                 )
     return sorted(rows, key=lambda row: (row["model_type"], row["backend"], row["device"], str(row["vendor"])))
@@ -243,7 +240,7 @@ def _registry_rows(registry: Any) -> list[dict[str, Any]]:
 
 def _patched(engine_class: Any) -> bool:
     """Whether the shim replaced a method of this upstream class (the LM engine's repatch placement)."""
-    return any(_is_ours(value) for value in getattr(engine_class, "__dict__", {}).values())
+    return any(is_ours(value) for value in getattr(engine_class, "__dict__", {}).values())
 
 
 def _resolve(registry: Any) -> dict[str, Any]:

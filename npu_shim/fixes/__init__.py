@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from npu_shim.changes import ChangeSet
 from npu_shim.layout import VerlLayout
@@ -18,6 +19,15 @@ APPLIED = "applied"
 ALREADY_APPLIED = "already applied"  # by an earlier activation in this process
 NATIVE = "native"  # this verl has the change: npu_shim stands aside
 NOT_APPLICABLE = "not applicable"  # nothing to fix here (old verl, no Megatron, no MindSpeed engine)
+
+
+def mark_as_ours(obj: Any) -> None:
+    """Tag a class or function npu_shim added, so later activations and the doctor can tell it from verl's."""
+    obj.__npu_shim__ = True
+
+
+def is_ours(obj: Any) -> bool:
+    return getattr(obj, "__npu_shim__", False) is True
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
+from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
 from npu_shim.layout import VerlLayout
 
@@ -34,7 +34,7 @@ def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
         mindspeed_repatch(self.engine_config)
         super(engine_class, self)._init_device_mesh()
 
-    _init_device_mesh.__npu_shim__ = True  # type: ignore[attr-defined]
+    mark_as_ours(_init_device_mesh)
     _init_device_mesh.__qualname__ = f"{engine_class.__qualname__}._init_device_mesh"
     return _init_device_mesh
 
@@ -45,7 +45,7 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
         return Outcome(NAME, NOT_APPLICABLE, f"verl has no {CLASS_NAME}")
     own_mesh_init = engine_class.__dict__.get("_init_device_mesh")
     if own_mesh_init is not None:
-        if getattr(own_mesh_init, "__npu_shim__", False):
+        if is_ours(own_mesh_init):
             return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME}._init_device_mesh was added earlier in this process")
         return Outcome(NAME, NATIVE, f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697)")
     init = engine_class.__dict__.get("__init__")

@@ -14,10 +14,8 @@ the exports.
 
 from __future__ import annotations
 
-from typing import Any
-
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
+from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
 from npu_shim.layout import MEGATRON_IMPL, VerlLayout
 
@@ -44,12 +42,8 @@ def build_engine_class(value_head_engine: type, module_name: str) -> type:
     MindspeedEngineWithValueHead.__module__ = module_name
     MindspeedEngineWithValueHead.__qualname__ = CLASS_NAME
     MindspeedEngineWithValueHead._init_device_mesh.__qualname__ = f"{CLASS_NAME}._init_device_mesh"
-    MindspeedEngineWithValueHead.__npu_shim__ = True  # type: ignore[attr-defined]
+    mark_as_ours(MindspeedEngineWithValueHead)
     return MindspeedEngineWithValueHead
-
-
-def is_ours(engine_class: Any) -> bool:
-    return getattr(engine_class, "__npu_shim__", False) is True
 
 
 def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
