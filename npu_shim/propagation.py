@@ -11,14 +11,16 @@ import npu_shim
 from npu_shim import bootstrap_dir
 
 
+def with_bootstrap_first(pythonpath: str) -> str:
+    """``pythonpath`` with the bootstrap directory as its first entry, once; other entries kept in order."""
+    entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry != bootstrap_dir()]
+    return os.pathsep.join([bootstrap_dir(), *entries])
+
+
 def propagate() -> None:
     """Put the bootstrap directory first on PYTHONPATH so that child interpreters activate too."""
-    if not npu_shim.switch("NPU_SHIM_PROPAGATE"):
-        return
-    entries = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
-    if entries[:1] == [bootstrap_dir()]:
-        return
-    os.environ["PYTHONPATH"] = os.pathsep.join([bootstrap_dir(), *(e for e in entries if e != bootstrap_dir())])
+    if npu_shim.switch("NPU_SHIM_PROPAGATE"):
+        os.environ["PYTHONPATH"] = with_bootstrap_first(os.environ.get("PYTHONPATH", ""))
 
 
 def ray_runtime_env(runtime_env: dict | None = None) -> dict:
@@ -29,8 +31,6 @@ def ray_runtime_env(runtime_env: dict | None = None) -> dict:
     """
     merged = dict(runtime_env or {})
     env_vars = dict(merged.get("env_vars") or {})
-    existing = env_vars.get("PYTHONPATH", "${PYTHONPATH}")
-    entries = [entry for entry in existing.split(os.pathsep) if entry and entry != bootstrap_dir()]
-    env_vars["PYTHONPATH"] = os.pathsep.join([bootstrap_dir(), *entries])
+    env_vars["PYTHONPATH"] = with_bootstrap_first(env_vars.get("PYTHONPATH", "${PYTHONPATH}"))
     merged["env_vars"] = env_vars
     return merged
