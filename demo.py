@@ -95,7 +95,7 @@ def main() -> int:
     print(f"\nWithout the shim, verl says: {reports['none']['value_model'].get('error')}")
     print("\nWith the shim: activated through sitecustomize on PYTHONPATH; verdicts:")
     for outcome in reports["sitecustomize"]["outcomes"]:
-        print(f"  {outcome['fix']:<18} {outcome['verdict']:<8} {outcome['reason']}")
+        print(f"  {outcome['fix']:<24} {outcome['verdict']:<15} {outcome['reason']}")
     return 0
 
 

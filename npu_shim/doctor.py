@@ -28,7 +28,7 @@ when verl is not installed at all.
   whether it did so in the environment this process started with (None when
   unknown; ``import npu_shim`` adds the bootstrap directory itself)
 - ``layout``: ``{"id": str|None, "description": str|None}``; ids: ``"0.6/0.7"``,
-  ``"pre-#6135 main"``, ``"native"``, ``"no keyed registry"``, ``"no mindspeed engine"``,
+  ``"pre-#6135 main"``, ``"0.8.0"``, ``"native"``, ``"no keyed registry"``, ``"no mindspeed engine"``,
   ``"unrecognised"``; it describes verl as shipped, before any patch of the shim
 - ``fixes``: list of ``{"fix": str, "verdict": str, "reason": str, "would": str|None}``;
   ``verdict`` is one of ``"applied"``, ``"already applied"``, ``"native"``,
@@ -62,11 +62,13 @@ from typing import Any
 import npu_shim
 from npu_shim import _chain
 from npu_shim.changes import ChangeSet
+from npu_shim.fingerprint import matches
 from npu_shim.fixes import (
     APPLIED,
     NOT_APPLICABLE,
     Outcome,
     apply_all,
+    batch_invariant_repatch,
     is_ours,
     lm_engine_repatch,
     shared_repatch,
@@ -80,11 +82,12 @@ INACTIVE = "inactive"
 WOULD_APPLY = "apply"
 OK = "ok"
 PROBLEM = "problem"
-FIX_NAMES = (shared_repatch.NAME, value_engine.NAME, lm_engine_repatch.NAME)
+FIX_NAMES = (shared_repatch.NAME, value_engine.NAME, lm_engine_repatch.NAME, batch_invariant_repatch.NAME)
 LAYOUTS = {
     "0.6/0.7": "0.6/0.7: no value engine, LM engine repatches in __init__",
     "pre-#6135 main": "pre-#6135 main: no value engine, LM engine repatches in _init_device_mesh",
-    "native": "native (>= 0.8): verl registers its own MindSpeed value engine",
+    "0.8.0": "0.8.0: verl's own MindSpeed value engine; _mindspeed_repatch predates #6674 (batch-invariant attention)",
+    "native": "native (>= 0.9): verl has every change npu_shim carries",
     "no keyed registry": "no keyed registry (< 0.6): nothing to fix",
     "no mindspeed engine": "no MindSpeed engine: verl's MindSpeed engine module did not import",
     "unrecognised": "unrecognised: no value engine, and an LM engine npu_shim does not know",
@@ -175,7 +178,9 @@ def _layout_id(layout: VerlLayout) -> str:
         return "no keyed registry"
     native_value_engine = layout.registered(**value_engine.KEY)
     if native_value_engine is not None and not is_ours(native_value_engine):
-        return "native"
+        module = vars(layout.mindspeed_impl) if layout.mindspeed_impl is not None else {}
+        shipped_repatch = module.get(batch_invariant_repatch.REPLACED) or module.get(shared_repatch.UPSTREAM_NAME)
+        return "0.8.0" if matches(shipped_repatch, batch_invariant_repatch.VERL_0_8_0) else "native"
     lm_engine = getattr(layout.mindspeed_impl, lm_engine_repatch.CLASS_NAME, None)
     if lm_engine is None:
         return "no mindspeed engine"

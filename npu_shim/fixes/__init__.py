@@ -38,11 +38,12 @@ class Outcome:
 
 
 def apply_all(layout: VerlLayout, changes: ChangeSet) -> list[Outcome]:
-    from npu_shim.fixes import lm_engine_repatch, shared_repatch, value_engine
+    from npu_shim.fixes import batch_invariant_repatch, lm_engine_repatch, shared_repatch, value_engine
 
     steps: list[Callable[[VerlLayout, ChangeSet], Outcome]] = [
         shared_repatch.apply,  # verl #6135: the repatch function both engines share
         value_engine.apply,  # verl #6135: the MindSpeed value-head engine
         lm_engine_repatch.apply,  # verl #5697/#6135: LM engine repatches before the device mesh
+        batch_invariant_repatch.apply,  # verl #6674: 0.8.0's repatch function, batch-invariant attention
     ]
     return [step(layout, changes) for step in steps]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,8 +17,12 @@ def simulated_npu() -> None:
 
 
 @pytest.fixture
-def repatch_calls(simulated_npu: None) -> list[dict[str, Any]]:
-    """The stand-in MindSpeed ``repatch`` calls made during the test (emptied before it)."""
+def repatch_calls(simulated_npu: None) -> Iterator[list[dict[str, Any]]]:
+    """The stand-in MindSpeed ``repatch`` calls made during the test (emptied before it).
+
+    The stand-in starts the test as in a fresh process and is put back that way after it."""
     calls = testing.repatch_calls()
     calls.clear()
-    return calls
+    testing.fresh_mindspeed()
+    yield calls
+    testing.fresh_mindspeed()

@@ -9,10 +9,16 @@ import time whether there is an NPU) and by ``demo.py``. Modes:
 - ``import-after``: ``import npu_shim`` after ``verl.workers.engine``.
 
 The simulated NPU (``npu_shim.testing``'s stand-ins) must be on PYTHONPATH.
+
+``probe.py MODE OUT`` runs on one gloo rank. ``probe.py MODE OUT --rank R
+--world-size 2`` (with MASTER_ADDR/MASTER_PORT set, one process per rank) builds
+both engines with context parallelism 2 and reports the ring state the
+MindSpeed stand-in built on this rank.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import hashlib
 import importlib.util
@@ -73,23 +79,40 @@ def qualified(cls: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def build_engine(model_type: str, override: dict, model_dir: Path) -> dict[str, Any]:
-    """Build one engine for real with verl's own config classes, on one gloo rank; report its repatch calls."""
+def fresh_mindspeed() -> list[dict[str, Any]]:
+    """The MindSpeed stand-in as a new process has it; its (emptied) list of repatch calls.
+
+    Used directly rather than through npu_shim.testing: importing npu_shim would activate the shim.
+    """
+    from mindspeed import megatron_adaptor
+
+    megatron_adaptor.simulate_fresh_process()
+    megatron_adaptor.calls.clear()
+    return megatron_adaptor.calls
+
+
+def build_engine(model_type: str, override: dict, model_dir: Path, context_parallel_size: int = 1) -> dict[str, Any]:
+    """Build one engine for real with verl's own config classes; report its repatch calls and ring state.
+
+    MindSpeed is put back as a new worker process has it first: its arguments persist
+    between repatch calls, and a real worker builds its engine in a process of its own.
+    """
     from megatron.core import parallel_state
-    from mindspeed.megatron_adaptor import calls
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from mindspeed.core.context_parallel import model_parallel_utils
     from verl.trainer.config import CheckpointConfig
     from verl.workers.config import HFModelConfig, McoreEngineConfig, McoreOptimizerConfig
     from verl.workers.engine import EngineRegistry
 
     architecture = "Qwen2ForTokenClassification" if model_type == "value_model" else "Qwen2ForCausalLM"
     model_config = HFModelConfig(path=tiny_hf_model(model_dir / architecture, architecture), load_tokenizer=False)
-    engine_config = McoreEngineConfig(override_transformer_config=override)
+    engine_config = McoreEngineConfig(context_parallel_size=context_parallel_size, override_transformer_config=override)
     user_config_before = copy.deepcopy(engine_config.override_transformer_config)
     optimizer_config = McoreOptimizerConfig(lr=1e-6)
     checkpoint_config = CheckpointConfig()
 
     parallel_state.destroy_model_parallel()
-    calls.clear()
+    calls = fresh_mindspeed()
     report: dict[str, Any] = {"override": override}
     try:
         engine = EngineRegistry.new(
@@ -97,9 +120,13 @@ def build_engine(model_type: str, override: dict, model_dir: Path) -> dict[str, 
         )
     except Exception as error:  # reported, not raised: the test says what was expected
         report["error"] = f"{type(error).__name__}: {error}"
+        report["repatch_calls"] = jsonable(calls)
         return report
     report["engine"] = qualified(type(engine))
     report["parallel_state_initialized_after"] = parallel_state.model_parallel_is_initialized()
+    report["context_parallel_ranks"] = list(parallel_state.get_context_parallel_global_ranks())
+    report["ring_state"] = model_parallel_utils.ring_state()
+    report["attention_forward"] = qualified_function(DotProductAttention.forward)  # which flash patch is on
     report["repatch_calls"] = jsonable(calls)
     report["user_config_unchanged"] = engine_config.override_transformer_config == user_config_before
     report["user_config_after"] = jsonable(engine_config.override_transformer_config)
@@ -154,27 +181,26 @@ def exports() -> dict[str, Any]:
 
 
 def direct_repatch_with_context_parallel() -> dict[str, Any]:
-    """``_mindspeed_repatch`` with CP=2 called directly: one gloo rank cannot build a CP=2 engine."""
-    from mindspeed.megatron_adaptor import calls
+    """``_mindspeed_repatch`` with CP=2 called directly, on one rank (the engines are built on two elsewhere)."""
     from verl.workers.config import McoreEngineConfig
     from verl.workers.engine.mindspeed import transformer_impl
 
     config = McoreEngineConfig(context_parallel_size=2, override_transformer_config={"use_flash_attn": True})
-    calls.clear()
+    calls = fresh_mindspeed()
     transformer_impl._mindspeed_repatch(config)
     return {"repatch_calls": jsonable(calls)}
 
 
-def main(mode: str) -> dict[str, Any]:
+def load_verl(mode: str) -> dict[str, Any]:
+    """Import verl under one activation of the shim; report what it resolves."""
     if mode not in MODES:
         raise SystemExit(f"mode must be one of {MODES}, not {mode!r}")
     if mode.startswith("import"):
         sys.path.insert(0, str(ROOT))
-    report: dict[str, Any] = {"mode": mode, "verl_digest_before": verl_files_digest()}
+    report: dict[str, Any] = {"mode": mode}
     if mode == "import-before":
         import npu_shim
 
-    import torch
     import verl
     import verl.workers.engine
     from verl.utils.device import get_device_name
@@ -192,6 +218,23 @@ def main(mode: str) -> dict[str, Any]:
 
         report["activated_via"] = npu_shim.activated_via()
         report["outcomes"] = [outcome.__dict__ for outcome in hook.outcomes]
+    return report
+
+
+ENGINE_CASES = {
+    "defaults": {},
+    "attention_backend": {"attention_backend": "flash"},
+    "batch_invariant": {"use_flash_attn_npu_batch_invariant": True},
+}
+
+
+def main(mode: str) -> dict[str, Any]:
+    """One gloo rank: resolution, exports, and every engine case."""
+    import torch
+
+    digest_before = verl_files_digest()
+    report = load_verl(mode)
+    report["verl_digest_before"] = digest_before
     report["value_model"] = resolve("value_model")
     report["language_model"] = resolve("language_model")
     report["exports"] = exports()
@@ -201,11 +244,7 @@ def main(mode: str) -> dict[str, Any]:
     engines: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as model_dir:
         for model_type in ("value_model", "language_model"):
-            for case, override in {
-                "defaults": {},
-                "attention_backend": {"attention_backend": "flash"},
-                "batch_invariant": {"use_flash_attn_npu_batch_invariant": True},
-            }.items():
+            for case, override in ENGINE_CASES.items():
                 engines[f"{model_type}/{case}"] = build_engine(model_type, override, Path(model_dir))
     report["engines"] = engines
     if hasattr(sys.modules["verl.workers.engine.mindspeed.transformer_impl"], "_mindspeed_repatch"):
@@ -215,11 +254,38 @@ def main(mode: str) -> dict[str, Any]:
     return report
 
 
+def main_context_parallel(mode: str, rank: int, world_size: int) -> dict[str, Any]:
+    """One rank of ``world_size``: both engines with context parallelism over every rank."""
+    import torch
+
+    report = load_verl(mode)
+    report["rank"] = rank
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world_size)
+    engines: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as model_dir:
+        for model_type in ("value_model", "language_model"):
+            for case in ("defaults", "batch_invariant"):
+                engines[f"{model_type}/{case}"] = build_engine(
+                    model_type, ENGINE_CASES[case], Path(model_dir), context_parallel_size=world_size
+                )
+    report["engines"] = engines
+    torch.distributed.destroy_process_group()
+    return report
+
+
 if __name__ == "__main__":
-    result = main(sys.argv[1])
-    output = sys.argv[2] if len(sys.argv) > 2 else None
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("output", nargs="?", help="write the JSON report here instead of printing it")
+    parser.add_argument("--rank", type=int, help="this process's rank (MASTER_ADDR/MASTER_PORT from the environment)")
+    parser.add_argument("--world-size", type=int, default=2)
+    arguments = parser.parse_args()
+    if arguments.rank is None:
+        result = main(arguments.mode)
+    else:
+        result = main_context_parallel(arguments.mode, arguments.rank, arguments.world_size)
     text = json.dumps(result, indent=2, default=str)
-    if output:
-        Path(output).write_text(text)
+    if arguments.output:
+        Path(arguments.output).write_text(text)
     else:
         print(text)

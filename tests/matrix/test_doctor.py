@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_KEY = ("value_model", "megatron", "npu")
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
-FIXES = ["shared_repatch", "value_engine", "lm_engine_repatch"]
+FIXES = ["shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch"]
 
 
 def _verl_release() -> str:
@@ -38,6 +38,14 @@ VERL = _verl_release()
 VERL_TUPLE = tuple(int(part) for part in VERL.split(".")[:2] if part.isdigit())
 AFFECTED = (0, 6) <= VERL_TUPLE < (0, 8)  # released without the MindSpeed value engine
 NATIVE = VERL_TUPLE >= (0, 8)  # verl #6135 is in
+LACKS_6674 = VERL_TUPLE == (0, 8)  # ... but not #6674, which the shim carries to 0.8.0
+# What the shim does per fix: on 0.6/0.7 its own _mindspeed_repatch has #6674 already.
+SHIM_WORK = (
+    {**dict.fromkeys(FIXES, "applied"), "batch_invariant_repatch": "not applicable"}
+    if AFFECTED
+    else {**dict.fromkeys(FIXES, "native"), **({"batch_invariant_repatch": "applied"} if LACKS_6674 else {})}
+)
+LAYOUT = "0.6/0.7" if AFFECTED else "0.8.0" if LACKS_6674 else "native"
 
 if not (AFFECTED or NATIVE):
     raise pytest.UsageError(f"tests/matrix needs verl 0.6 or later installed (found {VERL!r}); run `make test`")
@@ -167,14 +175,12 @@ def test_with_shim_verdicts_and_registry_match_the_release(with_shim: dict[str, 
     assert row["class"] == "verl.workers.engine.mindspeed.transformer_impl.MindspeedEngineWithValueHead"
     lm_row = _row(with_shim, ("language_model", "megatron", "npu"))
     assert lm_row is not None
+    assert with_shim["layout"]["id"] == LAYOUT
+    assert _verdicts(with_shim) == SHIM_WORK
     if AFFECTED:
-        assert with_shim["layout"]["id"] == "0.6/0.7"
-        assert _verdicts(with_shim) == dict.fromkeys(FIXES, "applied")
         assert row["origin"] == "shim"
         assert (lm_row["origin"], lm_row["patched"]) == ("upstream", True)
     else:
-        assert with_shim["layout"]["id"] == "native"
-        assert _verdicts(with_shim) == dict.fromkeys(FIXES, "native")
         assert not any(row["origin"] == "shim" or row["patched"] for row in with_shim["registry"])
 
 
@@ -186,14 +192,14 @@ def test_without_shim_the_exit_status_matches_the_release(without_shim: dict[str
         assert without_shim["value_model_megatron_resolves"] is False
         assert UNKNOWN_DEVICE in without_shim["value_model_megatron_error"]
         assert _row(without_shim, VALUE_KEY) is None
-        assert without_shim["layout"]["id"] == "0.6/0.7"
-        assert would == dict.fromkeys(FIXES, "apply")
+        assert without_shim["layout"]["id"] == LAYOUT
+        assert would == {fix: "apply" if verdict == "applied" else verdict for fix, verdict in SHIM_WORK.items()}
     else:
         assert without_shim["_returncode"] == 0
         assert without_shim["status"] == "ok"
         assert without_shim["value_model_megatron_resolves"] is True
-        assert without_shim["layout"]["id"] == "native"
-        assert would == dict.fromkeys(FIXES, "native")
+        assert without_shim["layout"]["id"] == LAYOUT
+        assert would == {fix: "apply" if verdict == "applied" else verdict for fix, verdict in SHIM_WORK.items()}
 
 
 # -- the command line, without verl ------------------------------------------------------------------

@@ -23,8 +23,10 @@ VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 if VERL not in ("0.6.1", "0.7.1", "0.8.0", "0.9.1"):
     raise pytest.UsageError("tests/matrix needs NPU_SHIM_TEST_VERL=<verl version installed here>; run `make test`")
 AFFECTED = VERL in ("0.6.1", "0.7.1")
+LACKS_6674 = VERL == "0.8.0"  # has the value engine, but a _mindspeed_repatch from before upstream #6674
 SHIM_MODES = ("sitecustomize", "import-before", "import-after")
 UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_model and backend: megatron"
+DUPLICATE_PATCH = "RuntimeError: the patch of forward exist !"
 MINDSPEED_IMPL = "verl.workers.engine.mindspeed.transformer_impl"
 
 # What MindSpeed's repatch must receive, per engine-construction case, with upstream's newest semantics.
@@ -39,6 +41,15 @@ VERL_0_8_0_SEMANTICS = {
     "attention_backend": {"attention_backend": "flash", "use_flash_attn": True},
     "batch_invariant": {"use_flash_attn_npu_batch_invariant": True, "use_flash_attn": True},
 }
+VERDICTS = {  # per fix, with the shim active
+    "0.6.1": {"shared_repatch": "applied", "value_engine": "applied", "lm_engine_repatch": "applied",
+              "batch_invariant_repatch": "not applicable"},
+    "0.8.0": {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native",
+              "batch_invariant_repatch": "applied"},
+    "0.9.1": {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native",
+              "batch_invariant_repatch": "native"},
+}  # fmt: skip
+VERDICTS["0.7.1"] = VERDICTS["0.6.1"]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +98,13 @@ def test_without_the_shim(reports):
         assert [call["parallel_state_initialized"] for call in lm["repatch_calls"]] == [True]
         assert lm["user_config_unchanged"] is False
         assert lm["user_config_after"] == {"use_flash_attn": True}
+    if LACKS_6674:  # MindSpeed refuses fusion plus batch-invariant attention; the backend name goes through as is
+        for model_type in ("value_model", "language_model"):
+            engines = {case.split("/")[1]: e for case, e in report["engines"].items() if case.startswith(model_type)}
+            assert engines["batch_invariant"]["error"] == DUPLICATE_PATCH, model_type
+            calls = engines["batch_invariant"]["repatch_calls"]
+            assert [call["config"] for call in calls] == [VERL_0_8_0_SEMANTICS["batch_invariant"]], model_type
+            assert engines["attention_backend"]["repatch_calls"][0]["config"]["attention_backend"] == "flash"
 
 
 @pytest.mark.parametrize("mode", SHIM_MODES)
@@ -107,18 +125,18 @@ def test_every_upstream_export_is_in_place(reports, mode):
         assert export["present"], name
         assert export["in_all"] in (True, None), name
     shared = reports[mode]["exports"][f"{MINDSPEED_IMPL}._mindspeed_repatch"]["defined_in"]
-    assert shared == ("npu_shim.fixes.shared_repatch" if AFFECTED else MINDSPEED_IMPL)
+    assert shared == ("npu_shim.fixes.shared_repatch" if AFFECTED or LACKS_6674 else MINDSPEED_IMPL)
 
 
 @pytest.mark.parametrize("mode", SHIM_MODES)
 def test_both_engines_build_with_one_repatch_before_the_parallel_state(reports, mode):
-    semantics = VERL_0_8_0_SEMANTICS if VERL == "0.8.0" else NEWEST_SEMANTICS
     for case, engine in reports[mode]["engines"].items():
         assert "error" not in engine, f"{case}: {engine.get('error')}"
         assert engine["engine"].startswith(MINDSPEED_IMPL), case
         assert [call["parallel_state_initialized"] for call in engine["repatch_calls"]] == [False], case
         assert engine["parallel_state_initialized_after"] is True, case
-        assert engine["repatch_calls"][0]["config"] == semantics[case.split("/")[1]], case
+        # upstream's newest semantics on 0.8.0 too: the shim carries #6674 there
+        assert engine["repatch_calls"][0]["config"] == NEWEST_SEMANTICS[case.split("/")[1]], case
         assert engine["user_config_unchanged"] is True, case
 
 
@@ -132,13 +150,12 @@ def test_context_parallel_size_reaches_repatch(reports, mode):
 def test_fixes_apply_on_affected_releases_and_stand_aside_on_native_ones(reports, mode):
     report = reports[mode]
     verdicts = {o["fix"]: o["verdict"] for o in report["outcomes"]}
+    assert verdicts == VERDICTS[VERL]
     if AFFECTED:
-        assert verdicts == {"shared_repatch": "applied", "value_engine": "applied", "lm_engine_repatch": "applied"}
         assert report["language_model"]["own_init_device_mesh"] == (
             "npu_shim.fixes.lm_engine_repatch.MindspeedEngineWithLMHead._init_device_mesh"
         )
     else:
-        assert verdicts == {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native"}
         for model_type in ("value_model", "language_model"):
             # The very classes and methods verl resolves without the shim: nothing wrapped or replaced.
             assert report[model_type] == reports["none"][model_type], model_type

@@ -19,6 +19,7 @@ LAYOUTS = (
     "0.7.1",  # guarded import; LM writes into the user's override_transformer_config
     "main-pre-6135",  # LM repatches in _init_device_mesh with inline code; no value engine
     "0.9",  # native: _mindspeed_repatch, value engine, register() asserts on duplicates
+    "0.8-edited",  # as 0.9, but a _mindspeed_repatch without #6674 that is not 0.8.0's either
     "no-megatron",  # verl's Megatron engine fails to import
     "renamed-base",  # MegatronEngineWithValueHead renamed
 )
@@ -184,10 +185,18 @@ LM_MESH_PRE_6135 = """
         repatch(repatch_config)
         super()._init_device_mesh()
 """
-NATIVE_0_9 = """
+# verl >= 0.8 with a _mindspeed_repatch that is neither 0.8.0's nor has #6674 (edited by hand).
+EDITED_REPATCH_0_8 = """
 def _mindspeed_repatch(engine_config):
     if repatch is not None:
         repatch(dict(engine_config.get("override_transformer_config", {}), use_flash_attn=True))
+"""
+NATIVE_0_9 = """
+def _mindspeed_repatch(engine_config):
+    if repatch is not None:
+        config = dict(engine_config.get("override_transformer_config", {}))
+        config["use_flash_attn"] = not config.get("use_flash_attn_npu_batch_invariant", False)
+        repatch(config)
 
 
 @EngineRegistry.register(model_type="language_model", backend="megatron", device="npu")
@@ -275,7 +284,7 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
         files["verl/workers/engine/base.py"] = base_head + REGISTRY_0_5
         return _write(root, files)
 
-    native = layout == "0.9"
+    native = layout in ("0.9", "0.8-edited")
     value_base = "MegatronCriticEngine" if layout == "renamed-base" else "MegatronEngineWithValueHead"
     mindspeed_exports = ["MindspeedEngineWithLMHead", *(["MindspeedEngineWithValueHead"] if native else [])]
     megatron_exports = ["MegatronEngine", "MegatronEngineWithLMHead", *([value_base] if native else [])]
@@ -301,6 +310,8 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     )
     if native:
         body = NATIVE_0_9
+        if layout == "0.8-edited":
+            body = EDITED_REPATCH_0_8 + body[body.index("\n\n@EngineRegistry") :]
     else:
         lm_body = {"0.6": LM_INIT_0_6, "main-pre-6135": LM_MESH_PRE_6135}.get(layout, LM_INIT_0_7_1)
         body = (

@@ -54,6 +54,7 @@ def test_value_engine_is_injected_and_both_engines_repatch_once_before_the_mesh(
         "shared_repatch": "applied",
         "value_engine": "applied",
         "lm_engine_repatch": "applied",
+        "batch_invariant_repatch": "not applicable",  # the shim's own _mindspeed_repatch has #6674
     }
     expected_call = {"attention_backend": "AttnBackend.flash", "use_flash_attn": "True"}
     for model_type in ("value_model", "language_model"):
@@ -95,8 +96,24 @@ def test_native_verl_is_left_alone(synthetic, run_with):
         "shared_repatch": "native",
         "value_engine": "native",
         "lm_engine_repatch": "native",
+        "batch_invariant_repatch": "native",
     }
     assert "Traceback" not in run.stderr
+
+
+def test_a_repatch_function_it_does_not_know_is_left_alone(synthetic, run_with):
+    code = """
+    import verl.workers.engine
+    from verl.workers.engine.mindspeed import transformer_impl
+    print(__import__("json").dumps(transformer_impl._mindspeed_repatch.__module__))
+    """
+    run = run_with(code, synthetic("0.8-edited"))
+    verdict, reason = run.report["outcomes"]["batch_invariant_repatch"]
+    assert (verdict, reason) == ("not applicable", "_mindspeed_repatch is not verl 0.8.0's; left as verl ships it")
+    assert (
+        __import__("json").loads(run.stdout.strip().splitlines()[-2])
+        == "verl.workers.engine.mindspeed.transformer_impl"
+    )
 
 
 @pytest.mark.parametrize(

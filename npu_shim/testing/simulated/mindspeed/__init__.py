@@ -1,6 +1,10 @@
-"""SIMULATED MindSpeed, from npu_shim.testing: NOT Huawei's MindSpeed; it patches nothing.
+"""SIMULATED MindSpeed, from npu_shim.testing: NOT Huawei's MindSpeed, and no NPU kernel behind it.
 
-Only ``mindspeed.megatron_adaptor.repatch`` exists, and it records its calls.
+It models what verl relies on, acting on the real megatron-core the way MindSpeed
+does (see ``megatron_adaptor.repatch``): a persistent argument namespace, patches
+removed and re-applied on each ``repatch``, context parallelism's wrapper around
+``initialize_model_parallel`` that builds the ring state, and the duplicate-patch
+error on ``DotProductAttention.forward``. It models nothing else of MindSpeed.
 """
 
 SIMULATED = True

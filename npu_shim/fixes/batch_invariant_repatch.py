@@ -1,0 +1,61 @@
+"""Backport of verl #6674 to verl 0.8.0: ``_mindspeed_repatch`` for batch-invariant attention.
+
+Mirrors: ``_mindspeed_repatch`` as of verl 0.9.0, which maps a string
+``attention_backend`` to Megatron's ``AttnBackend`` and sets ``use_flash_attn``
+False when ``use_flash_attn_npu_batch_invariant`` is on.
+Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's (its fingerprint,
+see :mod:`npu_shim.fingerprint`). That one always sets ``use_flash_attn``, so a
+batch-invariant run registers two replacements of ``DotProductAttention.forward``
+and MindSpeed raises ``RuntimeError: the patch of forward exist !`` while either
+Megatron engine is being built.
+Does: rebinds the module's ``_mindspeed_repatch`` to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`.
+Both 0.8.0 engines look that global name up in their ``_init_device_mesh`` at
+call time, so nothing else is touched. Any other ``_mindspeed_repatch`` (0.9.x,
+or one edited by hand) is left alone.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from npu_shim.changes import ChangeSet
+from npu_shim.fingerprint import matches
+from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
+from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch
+from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
+
+NAME = "batch_invariant_repatch"
+# The function verl 0.8.0 ships, per Python version (tools/fingerprint.py on its transformer_impl.py).
+VERL_0_8_0 = {
+    (3, 10): frozenset({"476594d8381a7ae1"}),
+    (3, 11): frozenset({"88380d5d83a0eb87"}),
+    (3, 12): frozenset({"66274b7023b3ad7c"}),
+    (3, 13): frozenset({"44017cafe0ce2975"}),
+}
+# Kept on the module while the shim's function stands in for 0.8.0's (and tells a re-activation so).
+REPLACED = "__npu_shim_replaced_mindspeed_repatch__"
+
+
+def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
+    module = layout.mindspeed_impl
+    current = getattr(module, UPSTREAM_NAME, None)
+    if module is not None and matches(current, VERL_0_8_0):
+        changes.setattr(module, REPLACED, current)
+        changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
+        return Outcome(NAME, APPLIED, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} (verl 0.8.0's) now has #6674's semantics")
+    return Outcome(NAME, *_why_not(module, current))
+
+
+def _why_not(module: ModuleType | None, current: Any) -> tuple[str, str]:
+    if module is None:
+        return NOT_APPLICABLE, "verl's MindSpeed engine module did not import"
+    if current is mindspeed_repatch:
+        if REPLACED in vars(module):
+            return ALREADY_APPLIED, f"{UPSTREAM_NAME} was replaced earlier in this process"
+        return NOT_APPLICABLE, f"{UPSTREAM_NAME} is npu_shim's own (shared_repatch), which has #6674"
+    if current is None:
+        return NOT_APPLICABLE, f"verl has no {UPSTREAM_NAME} (< 0.8.0)"
+    if "use_flash_attn_npu_batch_invariant" in getattr(getattr(current, "__code__", None), "co_consts", ()):
+        return NATIVE, f"{UPSTREAM_NAME} already handles use_flash_attn_npu_batch_invariant (verl #6674)"
+    return NOT_APPLICABLE, f"{UPSTREAM_NAME} is not verl 0.8.0's; left as verl ships it"

@@ -1,0 +1,1 @@
+"""SIMULATED ``mindspeed.core.context_parallel`` (see model_parallel_utils)."""

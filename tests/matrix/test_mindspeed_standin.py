@@ -1,0 +1,166 @@
+"""The MindSpeed stand-in of npu_shim.testing, held to MindSpeed's behaviour on the real megatron-core.
+
+If one of these fails, the kit (not the shim) has regressed: the matrix tests lean on
+each property below to tell a repatch that works from one that only looks right.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+from helpers import clean_env
+
+from npu_shim.testing import simulated_npu_env
+
+pytest_plugins = ["npu_shim.testing.pytest_plugin"]
+
+BATCH_INVARIANT = {"use_flash_attn": True, "use_flash_attn_npu_batch_invariant": True}
+
+
+@pytest.fixture
+def megatron(repatch_calls):  # repatch_calls: the stand-in starts, and is left, as in a fresh process
+    from megatron.core import parallel_state
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from mindspeed import megatron_adaptor
+    from mindspeed.args_utils import get_mindspeed_args
+
+    original = (parallel_state.initialize_model_parallel, DotProductAttention.forward)
+    yield types.SimpleNamespace(
+        parallel_state=parallel_state,
+        attention=DotProductAttention,
+        repatch=megatron_adaptor.repatch,
+        args=get_mindspeed_args,
+        original_initialize=original[0],
+        original_forward=original[1],
+    )
+    from npu_shim.testing import fresh_mindspeed
+
+    fresh_mindspeed()
+    assert (parallel_state.initialize_model_parallel, DotProductAttention.forward) == original
+
+
+def test_arguments_persist_between_calls_until_overwritten(megatron):
+    megatron.repatch({"context_parallel_size": 2})
+    megatron.repatch({"use_flash_attn": True})
+    assert (megatron.args().context_parallel_size, megatron.args().use_flash_attn) == (2, True)
+    assert megatron.parallel_state.initialize_model_parallel.__wrapped__ is megatron.original_initialize
+    assert megatron.attention.forward.__name__ == "dot_product_attention_forward"
+    megatron.repatch({"context_parallel_size": 1})
+    assert megatron.parallel_state.initialize_model_parallel is megatron.original_initialize
+    assert megatron.attention.forward.__name__ == "dot_product_attention_forward", "use_flash_attn persisted"
+
+
+def test_fusion_and_batch_invariant_attention_together_raise_as_mindspeed_does(megatron):
+    with pytest.raises(RuntimeError, match=r"^the patch of forward exist !$"):
+        megatron.repatch(BATCH_INVARIANT)
+    assert megatron.attention.forward is megatron.original_forward, "the failed call leaves the patches removed"
+    with pytest.raises(RuntimeError, match="the patch of forward exist"):
+        megatron.repatch({})  # both keys persist: every later call fails the same way
+    megatron.repatch({"use_flash_attn": False})
+    assert megatron.attention.forward.__name__ == "dot_product_attention_forward_batch_invariant"
+
+
+def test_patched_attention_has_no_kernel_behind_it(megatron):
+    megatron.repatch({"use_flash_attn": True})
+    with pytest.raises(RuntimeError, match="npu_fusion_attention: simulated NPU"):
+        megatron.attention.forward(None)
+
+
+def test_unknown_keys_are_stored_and_a_config_without_items_fails_as_in_mindspeed(megatron, repatch_calls):
+    megatron.repatch({"no_such_mindspeed_option": 3})
+    assert megatron.args().no_such_mindspeed_option == 3
+    with pytest.raises(AttributeError, match="items"):
+        megatron.repatch(["context_parallel_size", 2])
+    assert [call["config"] for call in repatch_calls] == [{"no_such_mindspeed_option": 3}, ["context_parallel_size", 2]]
+
+
+def test_copies_bound_by_from_import_are_patched_and_restored_too(megatron):
+    copy = types.ModuleType("npu_shim_test_copy")
+    copy.initialize_model_parallel = megatron.original_initialize
+    sys.modules[copy.__name__] = copy
+    try:
+        megatron.repatch({"context_parallel_size": 2})
+        assert copy.initialize_model_parallel is megatron.parallel_state.initialize_model_parallel
+        assert copy.initialize_model_parallel is not megatron.original_initialize
+        megatron.repatch({"context_parallel_size": 1})
+        assert copy.initialize_model_parallel is megatron.original_initialize
+    finally:
+        del sys.modules[copy.__name__]
+
+
+def test_ring_windows_split_a_ring_as_mindspeed_does(simulated_npu):
+    from mindspeed.core.context_parallel import model_parallel_utils as cp
+
+    try:
+        cp.build_ring_state(rank=1, ring=[0, 1, 2, 3], window_size=2)
+        assert cp.ring_state() == {"intra_window": [0, 1], "inter_window_kv": [1, 3], "inter_window_dkv": [1, 2]}
+        cp.build_ring_state(rank=3, ring=[0, 1, 2, 3], window_size=1)
+        assert cp.ring_state() == {
+            "intra_window": [3],
+            "inter_window_kv": [0, 1, 2, 3],
+            "inter_window_dkv": [0, 1, 2, 3],
+        }
+    finally:
+        cp.forget_ring_state()
+
+
+RANK = """
+import json, os, sys
+import torch
+from megatron.core import parallel_state
+from mindspeed.megatron_adaptor import repatch, simulate_fresh_process
+from mindspeed.core.context_parallel.model_parallel_utils import ring_state
+
+torch.distributed.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
+original = parallel_state.initialize_model_parallel
+report = {}
+# MindSpeed told about CP before Megatron's parallel state exists: its wrapper builds the ring.
+repatch({"context_parallel_size": 2})
+parallel_state.initialize_model_parallel(context_parallel_size=2)
+report["repatch_first"] = ring_state()
+parallel_state.destroy_model_parallel()
+simulate_fresh_process()
+# Told afterwards: the wrapper is installed, but the parallel state was built without it.
+parallel_state.initialize_model_parallel(context_parallel_size=2)
+repatch({"context_parallel_size": 2})
+report["repatch_after"] = ring_state()
+report["wrapper_installed_after"] = parallel_state.initialize_model_parallel is not original
+parallel_state.destroy_model_parallel()
+torch.distributed.destroy_process_group()
+print(json.dumps(report))
+"""
+
+
+def test_ring_state_is_built_only_when_repatch_comes_before_the_parallel_state(tmp_path):
+    from probe import free_port
+
+    env = simulated_npu_env(clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(RANK), str(rank)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    reports = []
+    for process in ranks:
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+        reports.append(json.loads(stdout.strip().splitlines()[-1]))
+    for rank, report in enumerate(reports):
+        assert report["repatch_first"] == {
+            "intra_window": [rank],
+            "inter_window_kv": [0, 1],
+            "inter_window_dkv": [0, 1],
+        }
+        assert report["repatch_after"] == dict.fromkeys(("intra_window", "inter_window_kv", "inter_window_dkv"))
+        assert report["wrapper_installed_after"] is True
