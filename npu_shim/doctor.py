@@ -28,8 +28,8 @@ when verl is not installed at all.
   whether it did so in the environment this process started with (None when
   unknown; ``import npu_shim`` adds the bootstrap directory itself)
 - ``layout``: ``{"id": str|None, "description": str|None}``; ids: ``"0.6/0.7"``,
-  ``"pre-#6135 main"``, ``"0.8.0"``, ``"native"``, ``"no keyed registry"``, ``"no mindspeed engine"``,
-  ``"unrecognised"``; it describes verl as shipped, before any patch of the shim
+  ``"pre-#6135 main"``, ``"release/v0.7.1"``, ``"0.8.0"``, ``"native"``, ``"no keyed registry"``,
+  ``"no mindspeed engine"``, ``"unrecognised"``; it describes verl as shipped, before any patch of the shim
 - ``fixes``: list of ``{"fix": str, "verdict": str, "reason": str, "would": str|None}``;
   ``verdict`` is one of ``"applied"``, ``"already applied"``, ``"native"``,
   ``"not applicable"``, ``"inactive"``; ``would`` (for ``"inactive"`` only) is
@@ -85,7 +85,9 @@ PROBLEM = "problem"
 FIX_NAMES = (shared_repatch.NAME, value_engine.NAME, lm_engine_repatch.NAME, batch_invariant_repatch.NAME)
 LAYOUTS = {
     "0.6/0.7": "0.6/0.7: no value engine, LM engine repatches in __init__",
-    "pre-#6135 main": "pre-#6135 main: no value engine, LM engine repatches in _init_device_mesh",
+    "pre-#6135 main": "pre-#6135 main (0.8.0.dev): no value engine, LM engine repatches in _init_device_mesh",
+    "release/v0.7.1": "release/v0.7.1 branch (verl's v0.7.1 Ascend image): no value engine, "
+    "LM engine repatches in _init_device_mesh (#5700) and forces use_flash_attn=True",
     "0.8.0": "0.8.0: verl's own MindSpeed value engine; _mindspeed_repatch predates #6674 (batch-invariant attention)",
     "native": "native (>= 0.9): verl has every change npu_shim carries",
     "no keyed registry": "no keyed registry (< 0.6): nothing to fix",
@@ -186,7 +188,8 @@ def _layout_id(layout: VerlLayout) -> str:
         return "no mindspeed engine"
     own_mesh_init = lm_engine.__dict__.get("_init_device_mesh")
     if own_mesh_init is not None and not is_ours(own_mesh_init):
-        return "pre-#6135 main"
+        # both carry #5697 (the branch as its cherry-pick #5700); the version they report tells them apart
+        return "release/v0.7.1" if layout.verl_version.startswith("0.7") else "pre-#6135 main"
     if own_mesh_init is not None or "__init__" in lm_engine.__dict__:
         return "0.6/0.7"
     return "unrecognised"

@@ -36,6 +36,10 @@ class VerlLayout:
     def mindspeed_package(self) -> ModuleType | None:
         return sys.modules.get(MINDSPEED_PACKAGE)
 
+    @property
+    def verl_version(self) -> str:
+        return str(getattr(sys.modules.get("verl"), "__version__", ""))
+
     def registered(self, model_type: str, backend: str, device: str) -> Any:
         """The class registered for the key, or None. 0.9 keys may be ``(device, vendor)`` tuples."""
         slots = getattr(self.registry, "_engines", {}).get(model_type, {}).get(backend, {})

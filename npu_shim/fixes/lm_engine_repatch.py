@@ -47,7 +47,8 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
     if own_mesh_init is not None:
         if is_ours(own_mesh_init):
             return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME}._init_device_mesh was added earlier in this process")
-        return Outcome(NAME, NATIVE, f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697)")
+        why = f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697; #5700 on release/v0.7.1)"
+        return Outcome(NAME, NATIVE, why)
     init = engine_class.__dict__.get("__init__")
     names = set(getattr(getattr(init, "__code__", None), "co_names", ()))
     if init is None or not names <= KNOWN_INIT_NAMES:

@@ -18,6 +18,7 @@ LAYOUTS = (
     "0.6",  # unguarded mindspeed import; LM repatches at the end of __init__ with a fresh dict
     "0.7.1",  # guarded import; LM writes into the user's override_transformer_config
     "main-pre-6135",  # LM repatches in _init_device_mesh with inline code; no value engine
+    "release-0.7.1",  # branch release/v0.7.1 (#5700): as main-pre-6135, but forces use_flash_attn=True
     "0.9",  # native: _mindspeed_repatch, value engine, register() asserts on duplicates
     "0.8-edited",  # as 0.9, but a _mindspeed_repatch without #6674 that is not 0.8.0's either
     "no-megatron",  # verl's Megatron engine fails to import
@@ -179,12 +180,18 @@ LM_INIT_0_7_1 = """
 """
 LM_MESH_PRE_6135 = """
     def _init_device_mesh(self):
-        repatch_config = {"use_flash_attn": True}
+        repatch_config = dict(self.engine_config.get("override_transformer_config", {}))
+        repatch_config.setdefault("use_flash_attn", True)
         if self.engine_config.context_parallel_size > 1:
             repatch_config["context_parallel_size"] = self.engine_config.context_parallel_size
         repatch(repatch_config)
         super()._init_device_mesh()
 """
+LM_MESH_RELEASE_0_7_1 = LM_MESH_PRE_6135.replace(
+    'repatch_config.setdefault("use_flash_attn", True)', 'repatch_config["use_flash_attn"] = True'
+)
+# What each layout's verl.__version__ says: the two branches report the versions users see.
+VERSIONS = {"main-pre-6135": "0.8.0.dev", "release-0.7.1": "0.7.1"}
 # verl >= 0.8 with a _mindspeed_repatch that is neither 0.8.0's nor has #6674 (edited by hand).
 EDITED_REPATCH_0_8 = """
 def _mindspeed_repatch(engine_config):
@@ -270,7 +277,9 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; one of {LAYOUTS}")
     files: dict[str, str] = {
-        "verl/__init__.py": f'"""SYNTHETIC verl ({layout})."""\n__version__ = "{layout}"\nevents = []\n',
+        "verl/__init__.py": (
+            f'"""SYNTHETIC verl ({layout})."""\n__version__ = "{VERSIONS.get(layout, layout)}"\nevents = []\n'
+        ),
         "verl/utils/__init__.py": "",
         "verl/utils/device.py": 'def get_device_name():\n    return "npu"  # a (simulated) Ascend NPU\n',
         "verl/workers/__init__.py": "",
@@ -313,7 +322,9 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
         if layout == "0.8-edited":
             body = EDITED_REPATCH_0_8 + body[body.index("\n\n@EngineRegistry") :]
     else:
-        lm_body = {"0.6": LM_INIT_0_6, "main-pre-6135": LM_MESH_PRE_6135}.get(layout, LM_INIT_0_7_1)
+        lm_body = {"0.6": LM_INIT_0_6, "main-pre-6135": LM_MESH_PRE_6135, "release-0.7.1": LM_MESH_RELEASE_0_7_1}.get(
+            layout, LM_INIT_0_7_1
+        )
         body = (
             '\n\n@EngineRegistry.register(model_type="language_model", backend="megatron", device="npu")\n'
             "class MindspeedEngineWithLMHead(MegatronEngineWithLMHead):" + lm_body

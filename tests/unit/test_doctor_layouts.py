@@ -1,0 +1,41 @@
+"""The doctor names each verl layout users run, and the verdict of every fix on it (synthetic trees)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT, clean_env
+
+ALL_FOUR = ("shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch")
+BACKPORTED = ("applied", "applied", "applied", "not applicable")  # the shim's own repatch has #6674
+
+
+@pytest.mark.parametrize(
+    ("layout", "layout_id", "verdicts"),
+    [
+        ("0.6", "0.6/0.7", BACKPORTED),
+        ("0.7.1", "0.6/0.7", BACKPORTED),
+        ("release-0.7.1", "release/v0.7.1", ("applied", "applied", "native", "not applicable")),
+        ("main-pre-6135", "pre-#6135 main", ("applied", "applied", "native", "not applicable")),
+        ("0.9", "native", ("native",) * 4),
+        ("0.8-edited", "native", ("native", "native", "native", "not applicable")),
+    ],
+)
+def test_layout_id_and_verdicts(synthetic, tmp_path, layout, layout_id, verdicts):
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
+        env=clean_env([ROOT, synthetic(layout)]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(completed.stdout)
+    assert report["layout"]["id"] == layout_id
+    assert [(fix["fix"], fix["verdict"]) for fix in report["fixes"]] == list(zip(ALL_FOUR, verdicts, strict=True))
+    assert report["value_model_megatron_resolves"] is True
+    assert completed.returncode == 0, completed.stderr
