@@ -37,8 +37,7 @@ VERL_PINS: dict[str, list[str]] = {
     "0.9.1": ["verl==0.9.1", TORCH, MEGATRON],
 }
 # The tests whose outcome depends on Megatron itself, for the second Megatron of a release.
-MEGATRON_DEPENDENT = ["tests/matrix/test_matrix.py", "tests/matrix/test_context_parallel.py",
-                      "tests/matrix/test_mindspeed_standin.py"]  # fmt: skip
+MEGATRON_DEPENDENT = ["tests/matrix/test_matrix.py", "tests/matrix/test_context_parallel.py", "tests/kit"]
 AFFECTED = ("0.6.1", "0.7.1")
 DEMO_VERL = "0.7.1"
 
@@ -91,9 +90,11 @@ def matrix(session: nox.Session, verl: str) -> None:
     """Real verl, real megatron-core, real torch.distributed, simulated NPU."""
     python = verl_env(session, verl)
     release, _, variant = verl.partition("-")
-    # A release with another dependency runs only what that dependency decides; the Ray
-    # tests start a local cluster (~1 min): once, on the release the demo uses, is enough.
-    paths = MEGATRON_DEPENDENT if variant else ["tests/matrix", *(["tests/ray"] if verl == DEMO_VERL else [])]
+    # A release with another dependency runs only what that dependency decides. The kit's own
+    # tests hardly depend on verl, and the Ray tests start a local cluster (~1 min): once each,
+    # on the release the demo uses, is enough.
+    once = ["tests/kit", "tests/ray"] if verl == DEMO_VERL else []
+    paths = MEGATRON_DEPENDENT if variant else ["tests/matrix", *once]
     session.run(
         str(python),
         "-m",

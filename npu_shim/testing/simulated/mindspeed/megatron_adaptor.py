@@ -2,7 +2,8 @@
 
 ``repatch(config)`` removes every patch, sets each key of ``config`` on the
 process-wide argument namespace (``mindspeed.args_utils.get_mindspeed_args()``:
-keys persist between calls, unknown keys are stored too, nothing is validated),
+keys persist between calls, unknown keys are stored too, nothing is validated;
+a mapping or a namespace is accepted, anything else raises ``TypeError``),
 then registers and applies the patches of every feature now on:
 
 - ``context_parallel_size > 1`` wraps the real
@@ -38,7 +39,9 @@ def repatch(config: dict[str, Any]) -> None:
     _record(config)
     PatchesManager.remove_patches()
     args = get_mindspeed_args()
-    for key, value in config.items():  # as MindSpeed: anything without .items() raises AttributeError
+    # MindSpeed releases take a mapping (verl passes a dict) or an argparse namespace; anything
+    # else fails there too (TypeError from vars()).
+    for key, value in config.items() if hasattr(config, "items") else vars(config).items():
         setattr(args, key, value)
     apply_features(args)
 
