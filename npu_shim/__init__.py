@@ -137,14 +137,14 @@ def activate(via: str) -> bool:
     return True
 
 
-def run_as_sitecustomize(bootstrap_file: str, *other_shim_dirs: str) -> None:
+def run_as_sitecustomize(bootstrap_file: str) -> None:
     """What each of npu_shim's ``sitecustomize.py`` files does: activate, then chain."""
     global _chained
     if _chained:  # a second copy of the shim was chained to, and must not chain again
         return
     _chained = True
     activate("sitecustomize")
-    run_next_sitecustomize(os.path.dirname(bootstrap_file), *other_shim_dirs)
+    run_next_sitecustomize(os.path.dirname(bootstrap_file))
 
 
 def run_next_sitecustomize(*shim_dirs: str) -> None:
@@ -162,7 +162,19 @@ def run_next_sitecustomize(*shim_dirs: str) -> None:
 
 
 def bootstrap_dir() -> str:
-    """The directory to put on PYTHONPATH so that every interpreter activates the shim."""
+    """The directory to put on PYTHONPATH so that every interpreter activates the shim.
+
+    ``npu_shim/bootstrap`` of an installed shim; the checkout itself for a shim
+    run from a checkout (its root ``sitecustomize.py``): the installed bootstrap
+    activates only where npu_shim is already on sys.path, and a checkout is not.
+    """
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    candidate = os.path.join(checkout, "sitecustomize.py")
+    if os.path.isfile(candidate):
+        from npu_shim._chain import is_npu_shim_bootstrap
+
+        if is_npu_shim_bootstrap(candidate):
+            return checkout
     return BOOTSTRAP_DIR
 
 

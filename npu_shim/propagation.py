@@ -13,8 +13,10 @@ from npu_shim import bootstrap_dir
 
 def with_bootstrap_first(pythonpath: str) -> str:
     """``pythonpath`` with the bootstrap directory as its first entry, once; other entries kept in order."""
-    entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry != bootstrap_dir()]
-    return os.pathsep.join([bootstrap_dir(), *entries])
+    first = bootstrap_dir()
+    ours = {first, npu_shim.BOOTSTRAP_DIR}  # a checkout's npu_shim/bootstrap would activate nothing: drop it too
+    entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry not in ours]
+    return os.pathsep.join([first, *entries])
 
 
 def propagate() -> None:
