@@ -7,6 +7,7 @@ import wrapt, torch or verl.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -33,16 +34,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def emit(text: str) -> None:
+    """Print ``text`` and a newline; a reader that went away (``| head -1``) is not worth a traceback."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that this flush cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status is kept when stdout is closed early."""
     args = _parser().parse_args(argv)
     if args.command == "bootstrap-dir":
         import npu_shim
 
-        print(npu_shim.bootstrap_dir())
+        emit(npu_shim.bootstrap_dir())
         return 0
     from npu_shim import doctor
 
-    return doctor.main(as_json=args.json)
+    text, status = doctor.main(as_json=args.json)
+    emit(text)
+    return status
 
 
 if __name__ == "__main__":

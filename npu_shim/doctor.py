@@ -464,11 +464,8 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def main(as_json: bool = False) -> int:
-    """Print the report (text, or one JSON object) and return the exit status."""
+def main(as_json: bool = False) -> tuple[str, int]:
+    """The report (text, or one JSON object) and the exit status."""
     report = collect()
-    if as_json:
-        print(json.dumps(report, indent=2, sort_keys=True))
-    else:
-        print(render(report))
-    return int(report["exit_code"])
+    text = json.dumps(report, indent=2, sort_keys=True) if as_json else render(report)
+    return text, int(report["exit_code"])
