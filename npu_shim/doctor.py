@@ -182,7 +182,7 @@ def _layout_id(layout: VerlLayout) -> str:
     own_mesh_init = lm_engine.__dict__.get("_init_device_mesh")
     if own_mesh_init is not None and not is_ours(own_mesh_init):
         return "pre-#6135 main"
-    if own_mesh_init is not None or "__init__" in lm_engine.__dict__:
+    if own_mesh_init is not None or lm_engine_repatch.known_release(lm_engine.__dict__.get("__init__")):
         return "0.6/0.7"
     return "unrecognised"
 

@@ -21,6 +21,7 @@ LAYOUTS = (
     "0.9",  # native: _mindspeed_repatch, value engine, register() asserts on duplicates
     "no-megatron",  # verl's Megatron engine fails to import
     "renamed-base",  # MegatronEngineWithValueHead renamed
+    "edited-0.7.1",  # 0.7.1 with one constant of the LM engine's __init__ changed (a user's local edit)
 )
 
 # Lookup as in verl 0.6-0.8 (0.9 reads VERL_ENGINE_DEVICE too, which no test sets).
@@ -128,7 +129,7 @@ class EngineConfig(dict):
 
 
 class MegatronEngine(BaseEngine):
-    def __init__(self, engine_config):
+    def __init__(self, model_config, engine_config, optimizer_config, checkpoint_config):
         self.engine_config = engine_config
         self._init_device_mesh()
 
@@ -155,9 +156,10 @@ except ImportError:
 """
 MINDSPEED_IMPORT_UNGUARDED = "from mindspeed.megatron_adaptor import repatch\n"
 
+# The LM engines' __init__ as the releases' code (npu_shim recognises it by bytecode and constants).
 LM_INIT_0_6 = """
-    def __init__(self, engine_config):
-        super().__init__(engine_config)
+    def __init__(self, model_config, engine_config, optimizer_config, checkpoint_config):
+        super().__init__(model_config, engine_config, optimizer_config, checkpoint_config)
 
         repatch_config = {"use_flash_attn": True}
         if self.engine_config.context_parallel_size > 1:
@@ -166,8 +168,8 @@ LM_INIT_0_6 = """
         repatch(repatch_config)
 """
 LM_INIT_0_7_1 = """
-    def __init__(self, engine_config):
-        super().__init__(engine_config)
+    def __init__(self, model_config, engine_config, optimizer_config, checkpoint_config):
+        super().__init__(model_config, engine_config, optimizer_config, checkpoint_config)
 
         repatch_config = self.engine_config.get("override_transformer_config", {})
         repatch_config["use_flash_attn"] = True
@@ -303,6 +305,10 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
         body = NATIVE_0_9
     else:
         lm_body = {"0.6": LM_INIT_0_6, "main-pre-6135": LM_MESH_PRE_6135}.get(layout, LM_INIT_0_7_1)
+        if layout == "edited-0.7.1":
+            lm_body = lm_body.replace(
+                'repatch_config["use_flash_attn"] = True', 'repatch_config["use_flash_attn"] = False'
+            )
         body = (
             '\n\n@EngineRegistry.register(model_type="language_model", backend="megatron", device="npu")\n'
             "class MindspeedEngineWithLMHead(MegatronEngineWithLMHead):" + lm_body

@@ -10,15 +10,13 @@ machines; an absent one is skipped.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, clean_env
+from helpers import ROOT, clean_env, pyenv_python
 
-PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 OLD = ["2.7.18", "3.6.15", "3.7.16", "3.8.18", "3.9.18"]  # older than npu_shim's minimum, 3.10
 SUPPORTED = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"]
 
@@ -27,13 +25,6 @@ STATE = (
     "import sys, json; s = sys.modules.get('npu_shim'); "
     "print(json.dumps([sys.path, s.activated_via() if s is not None else None]))"
 )
-
-
-def pyenv_python(version: str) -> Path:
-    python = PYENV_ROOT / "versions" / version / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"pyenv has no Python {version} on this machine")
-    return python
 
 
 def state(python: Path | str, pythonpath: Path, cwd: Path) -> tuple[list[str], str | None]:
