@@ -179,7 +179,12 @@ def bootstrap_dir() -> str:
 
 
 def activated_via() -> str | None:
-    """``"sitecustomize"``, ``"import"``, or None when the shim is not active in this process."""
+    """How the shim was activated in this process, or None when it is not active.
+
+    ``"sitecustomize"`` (a bootstrap on PYTHONPATH), ``"VERL_USE_EXTERNAL_MODULES"``
+    (imported by ``import verl``, which imports the modules that variable names) or
+    ``"import"`` (``import npu_shim`` anywhere else).
+    """
     return _activated_via
 
 
@@ -187,7 +192,18 @@ def _started_by_our_sitecustomize() -> bool:
     return getattr(sys.modules.get("sitecustomize"), BOOTSTRAP_MARKER, False)
 
 
-if not _started_by_our_sitecustomize() and activate("import"):
-    from npu_shim.propagation import propagate
+def _imported_by_verl() -> bool:
+    """Whether verl is importing us: every verl from 0.6.0 imports the modules VERL_USE_EXTERNAL_MODULES names."""
+    named = os.environ.get("VERL_USE_EXTERNAL_MODULES", "")
+    return "verl" in sys.modules and __name__ in (module.strip() for module in named.split(","))
 
-    propagate()
+
+if not _started_by_our_sitecustomize():
+    if _imported_by_verl():
+        # Children inherit the variable and activate where they import verl: no PYTHONPATH to add,
+        # so interpreters that never import verl (Ray's helpers, pip) pay nothing.
+        activate("VERL_USE_EXTERNAL_MODULES")
+    elif activate("import"):
+        from npu_shim.propagation import propagate
+
+        propagate()

@@ -10,6 +10,8 @@ import os
 import npu_shim
 from npu_shim import bootstrap_dir
 
+VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl imports the modules it names at `import verl`
+
 
 def with_bootstrap_first(pythonpath: str) -> str:
     """``pythonpath`` with the bootstrap directory as its first entry, once; other entries kept in order."""
@@ -19,10 +21,29 @@ def with_bootstrap_first(pythonpath: str) -> str:
     return os.pathsep.join([first, *entries])
 
 
+# PYTHONPATH as it was before propagate() changed it (None: unset), for the doctor, which judges
+# the environment its caller gave it; _UNCHANGED while propagate() has changed nothing.
+_UNCHANGED = object()
+pythonpath_before: object = _UNCHANGED
+
+
 def propagate() -> None:
     """Put the bootstrap directory first on PYTHONPATH so that child interpreters activate too."""
+    global pythonpath_before
     if npu_shim.switch("NPU_SHIM_PROPAGATE"):
+        if pythonpath_before is _UNCHANGED:
+            pythonpath_before = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = with_bootstrap_first(os.environ.get("PYTHONPATH", ""))
+
+
+def environ_as_given() -> dict[str, str]:
+    """``os.environ`` without what propagate() added: the environment this process was given."""
+    env = dict(os.environ)
+    if pythonpath_before is None:
+        env.pop("PYTHONPATH", None)
+    elif isinstance(pythonpath_before, str):
+        env["PYTHONPATH"] = pythonpath_before
+    return env
 
 
 def ray_runtime_env(runtime_env: dict | None = None) -> dict:
@@ -34,5 +55,21 @@ def ray_runtime_env(runtime_env: dict | None = None) -> dict:
     merged = dict(runtime_env or {})
     env_vars = dict(merged.get("env_vars") or {})
     env_vars["PYTHONPATH"] = with_bootstrap_first(env_vars.get("PYTHONPATH", "${PYTHONPATH}"))
+    merged["env_vars"] = env_vars
+    return merged
+
+
+def verl_modules_runtime_env(runtime_env: dict | None = None) -> dict:
+    """A copy of ``runtime_env`` whose workers import npu_shim when they import verl (0.6.0 and later).
+
+    ``VERL_USE_EXTERNAL_MODULES`` keeps the modules ``runtime_env`` already names.
+    The shim must be installed in the workers' environment (no PYTHONPATH is added).
+    """
+    merged = dict(runtime_env or {})
+    env_vars = dict(merged.get("env_vars") or {})
+    named = [module for module in env_vars.get(VERL_MODULES, "").split(",") if module.strip()]
+    if "npu_shim" not in (module.strip() for module in named):
+        named.append("npu_shim")
+    env_vars[VERL_MODULES] = ",".join(named)
     merged["env_vars"] = env_vars
     return merged

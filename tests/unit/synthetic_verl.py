@@ -206,6 +206,16 @@ class MindspeedEngineWithValueHead(MegatronEngineWithValueHead):
         super()._init_device_mesh()
 """
 
+VERL_EXTERNAL_MODULES = """
+import importlib
+import os
+
+_modules = os.getenv("VERL_USE_EXTERNAL_MODULES", "")
+if _modules:
+    for _module in _modules.split(","):
+        importlib.import_module(_module)
+"""
+
 SYNTHETIC_MEGATRON = {
     "megatron/__init__.py": '"""SYNTHETIC megatron for npu_shim unit tests (the matrix tests use megatron-core)."""\n',
     "megatron/core/__init__.py": "",
@@ -262,8 +272,11 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     """Write a synthetic verl (and megatron, and a recording MindSpeed) under ``root``; return ``root``."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; one of {LAYOUTS}")
+    # From 0.6.0 verl imports the modules named in VERL_USE_EXTERNAL_MODULES at `import verl`.
+    external_modules = "" if layout == "0.5" else VERL_EXTERNAL_MODULES
     files: dict[str, str] = {
-        "verl/__init__.py": f'"""SYNTHETIC verl ({layout})."""\n__version__ = "{layout}"\nevents = []\n',
+        "verl/__init__.py": f'"""SYNTHETIC verl ({layout})."""\n__version__ = "{layout}"\nevents = []\n'
+        + external_modules,
         "verl/utils/__init__.py": "",
         "verl/utils/device.py": 'def get_device_name():\n    return "npu"  # a (simulated) Ascend NPU\n',
         "verl/workers/__init__.py": "",
