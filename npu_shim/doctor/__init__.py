@@ -14,8 +14,9 @@ Modules: ``probe`` (runs in the fresh interpreter or the Ray worker),
 
 Exit status: 1 when the probed interpreter's verl looks up ``npu`` engines and
 ``(value_model, megatron)`` does not resolve there (a Megatron critic would
-fail), 2 when the probe gave no report (it crashed, npu_shim is not importable
-there, no Ray cluster answered), else 0, including when verl is not installed.
+fail, npu_shim importable there or not), 2 when the probe gave no report (it
+crashed, no Ray cluster answered, or npu_shim is not importable there and the
+critic's engine is not known to fail), else 0, including when verl is not installed.
 
 ``--json`` prints one object with these keys (stable; new keys may be added):
 
@@ -23,7 +24,8 @@ there, no Ray cluster answered), else 0, including when verl is not installed.
 - ``status``: ``"ok"``, ``"problem"`` (exit 1), ``"not applicable"`` (no verl) or ``"error"`` (exit 2)
 - ``exit_code`` (int): the doctor's exit status
 - ``probed_in`` (str): ``"a fresh interpreter"`` or ``"a Ray worker of the cluster at ..."``
-- ``error`` (str|None): why there is no report (exit 2)
+- ``error`` (str|None): why there is no full report; without npu_shim in the probed interpreter
+  only ``probe``, ``device`` and the ``value_model_megatron_*`` keys are there
 - ``probe``: what start-up did in the probed interpreter: ``python``, ``python_version``, ``pid``,
   ``environment`` (its ``PYTHONPATH``, ``VERL_USE_EXTERNAL_MODULES``, ``NPU_SHIM_DISABLE``,
   ``NPU_SHIM_PROPAGATE``, None when unset), ``sitecustomize`` (the file that ran, or None),
@@ -121,6 +123,8 @@ def collect(ray_address: str | None = None, use_ray: bool = False, timeout: floa
     report.setdefault("error", None)
     if "status" not in report:  # the probe ran but could not load npu_shim's report code there
         report.update(status=ERROR, exit_code=2, error=report["probe"]["report_error"])
+        if report.get("device") == "npu" and not report.get("value_model_megatron_resolves"):
+            report.update(status="problem", exit_code=1)
     elif "probe" in report:
         report["routes"] = routes.judge(report)
     return report

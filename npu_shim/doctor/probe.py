@@ -74,6 +74,23 @@ def _import_inactive(shim_parent: str | None) -> None:
             os.environ["NPU_SHIM_DISABLE"] = before
 
 
+def _minimal_verl_facts() -> dict[str, Any]:
+    """Without npu_shim here: the device verl sees and whether a Megatron critic's engine resolves."""
+    facts: dict[str, Any] = {"device": None, "value_model_megatron_resolves": False, "value_model_megatron_error": None}
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            from verl.utils.device import get_device_name
+            from verl.workers.engine import EngineRegistry
+
+            facts["device"] = str(get_device_name())
+            EngineRegistry.get_engine_cls("value_model", "megatron")
+    except Exception as error:
+        facts["value_model_megatron_error"] = f"{type(error).__name__}: {error}"
+    else:
+        facts["value_model_megatron_resolves"] = True
+    return facts
+
+
 def probe(shim_parent: str | None = None) -> dict[str, Any]:
     """The report of ``npu_shim.doctor.verl_state.collect()`` here, plus what start-up and ``import verl`` did."""
     state = start_state()
@@ -84,7 +101,7 @@ def probe(shim_parent: str | None = None) -> dict[str, Any]:
         from npu_shim.doctor import routes, verl_state
     except Exception as error:
         state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
-        return {"probe": state}
+        return {"probe": state, **_minimal_verl_facts()}
     state["report_error"] = None
     state["pythonpath_entries"] = routes.pythonpath_entries(state["environment"]["PYTHONPATH"])
     report = verl_state.collect()

@@ -54,11 +54,14 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     lines.append(("torch_npu", _torch_npu_text(report["torch_npu"])))
     repatch = "importable" if mindspeed["repatch_importable"] else "not importable"
     lines.append(("mindspeed repatch", repatch + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")))
-    if report["value_model_megatron_resolves"]:
-        lines.append(("value_model/megatron", f"resolves to {report['value_model_megatron_class']}"))
-    else:
-        lines.append(("value_model/megatron", f"does not resolve: {report['value_model_megatron_error']}"))
+    lines.append(("value_model/megatron", _resolution_text(report)))
     return lines
+
+
+def _resolution_text(report: dict[str, Any]) -> str:
+    if report["value_model_megatron_resolves"]:
+        return f"resolves to {report.get('value_model_megatron_class') or 'an engine class'}"
+    return f"does not resolve: {report['value_model_megatron_error']}"
 
 
 def render(report: dict[str, Any]) -> str:
@@ -66,6 +69,9 @@ def render(report: dict[str, Any]) -> str:
     lines = _probe_lines(report) if "probe" in report else []
     if "verl" in report:
         lines += _verl_lines(report)
+    elif "device" in report:  # npu_shim was not importable there: the few facts the probe read itself
+        lines.append(("device", str(report["device"])))
+        lines.append(("value_model/megatron", _resolution_text(report)))
     if report.get("error"):
         lines.append(("error", report["error"]))
     lines.append(("status", f"{report['status']} (exit {report['exit_code']})"))

@@ -105,3 +105,32 @@ def test_no_ray_cluster_is_an_error_within_the_timeout(site, tmp_path):
     report, status = doctor([site], tmp_path, "--ray", "127.0.0.1:1", "--timeout", "30", RAY_AUTH_MODE="disabled")
     assert (status, report["status"]) == (2, "error")
     assert "ray is not importable" in report["error"] or "could not connect" in report["error"]
+
+
+def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, monkeypatch):
+    """The probe in an interpreter where npu_shim is not importable reads the device and the lookup itself."""
+    source = (ROOT / "npu_shim" / "doctor" / "probe.py").read_text()
+    completed = subprocess.run(
+        [sys.executable, "-c", source],
+        env=clean_env([synthetic("0.7.1")]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    probed = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert "npu_shim is not importable here" in probed["probe"]["report_error"]
+    assert probed["device"] == "npu"
+    assert probed["value_model_megatron_resolves"] is False
+    assert UNKNOWN_DEVICE in probed["value_model_megatron_error"]
+
+    import npu_shim.doctor
+
+    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout: dict(probed))
+    report = npu_shim.doctor.collect()
+    assert (report["status"], report["exit_code"]) == ("problem", 1)
+    assert "npu_shim is not importable here" in report["error"]
+    from npu_shim.doctor.render import render
+
+    assert "does not resolve: AssertionError: Unknown device: npu" in render(report)
