@@ -33,6 +33,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(__file__), "bootstrap")
+VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
 
 # Marks npu_shim's own sitecustomize files, so that chaining never runs one of ours twice.
 BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"
@@ -192,17 +193,21 @@ def _started_by_our_sitecustomize() -> bool:
     return getattr(sys.modules.get("sitecustomize"), BOOTSTRAP_MARKER, False)
 
 
+def names_npu_shim(modules: str | None) -> bool:
+    """Whether a comma-separated VERL_USE_EXTERNAL_MODULES value names this package."""
+    return __name__ in (module.strip() for module in (modules or "").split(","))
+
+
 def _imported_by_verl() -> bool:
     """Whether verl is importing us: every verl from 0.6.0 imports the modules VERL_USE_EXTERNAL_MODULES names."""
-    named = os.environ.get("VERL_USE_EXTERNAL_MODULES", "")
-    return "verl" in sys.modules and __name__ in (module.strip() for module in named.split(","))
+    return "verl" in sys.modules and names_npu_shim(os.environ.get(VERL_MODULES))
 
 
 if not _started_by_our_sitecustomize():
     if _imported_by_verl():
         # Children inherit the variable and activate where they import verl: no PYTHONPATH to add,
         # so interpreters that never import verl (Ray's helpers, pip) pay nothing.
-        activate("VERL_USE_EXTERNAL_MODULES")
+        activate(VERL_MODULES)
     elif activate("import"):
         from npu_shim.propagation import propagate
 

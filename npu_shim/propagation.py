@@ -8,9 +8,7 @@ bootstrap directory on PYTHONPATH.
 import os
 
 import npu_shim
-from npu_shim import bootstrap_dir
-
-VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl imports the modules it names at `import verl`
+from npu_shim import VERL_MODULES, bootstrap_dir, names_npu_shim
 
 
 def with_bootstrap_first(pythonpath: str) -> str:
@@ -67,9 +65,9 @@ def verl_modules_runtime_env(runtime_env: dict | None = None) -> dict:
     """
     merged = dict(runtime_env or {})
     env_vars = dict(merged.get("env_vars") or {})
-    named = [module for module in env_vars.get(VERL_MODULES, "").split(",") if module.strip()]
-    if "npu_shim" not in (module.strip() for module in named):
-        named.append("npu_shim")
-    env_vars[VERL_MODULES] = ",".join(named)
+    named = env_vars.get(VERL_MODULES, "")
+    if not names_npu_shim(named):
+        named = ",".join([*filter(str.strip, named.split(",")), npu_shim.__name__])
+    env_vars[VERL_MODULES] = named
     merged["env_vars"] = env_vars
     return merged

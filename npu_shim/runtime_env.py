@@ -14,7 +14,7 @@ from typing import Any
 import npu_shim
 from npu_shim.propagation import ray_runtime_env, verl_modules_runtime_env
 
-VERL_ROUTE = "VERL_USE_EXTERNAL_MODULES"
+VERL_ROUTE = npu_shim.VERL_MODULES
 PYTHONPATH_ROUTE = "PYTHONPATH"
 HYDRA_KEY = "+ray_kwargs.ray_init.runtime_env"
 # A string Hydra reads as that same string without quotes: no separators (, : = spaces), not a number,

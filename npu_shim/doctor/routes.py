@@ -16,10 +16,11 @@ import os
 from typing import Any
 
 import npu_shim
+from npu_shim import VERL_MODULES as VERL_EXTERNAL
+from npu_shim import names_npu_shim
 from npu_shim._chain import is_npu_shim_bootstrap
 
 PYTHONPATH = "PYTHONPATH"
-VERL_EXTERNAL = "VERL_USE_EXTERNAL_MODULES"
 
 
 def pythonpath_entries(pythonpath: str | None) -> list[dict[str, Any]]:
@@ -38,10 +39,6 @@ def pythonpath_entries(pythonpath: str | None) -> list[dict[str, Any]]:
             }
         )
     return entries
-
-
-def names_npu_shim(value: str | None) -> bool:
-    return "npu_shim" in (module.strip() for module in (value or "").split(","))
 
 
 def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
