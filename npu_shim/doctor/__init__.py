@@ -36,7 +36,8 @@ critic's engine is not known to fail), else 0, including when verl is not instal
 - ``routes``: ``{"PYTHONPATH": {"configured": entry|None, "works": bool, "shadowed_by": path|None,
   "reason": str}, "VERL_USE_EXTERNAL_MODULES": {"configured": bool, "works": bool, "reason": str},
   "effective": "PYTHONPATH"|"VERL_USE_EXTERNAL_MODULES"|None}``; ``shadowed_by`` is the foreign
-  ``sitecustomize.py`` that ran instead of npu_shim's
+  ``sitecustomize.py`` that ran instead of npu_shim's; a route that is not set up while the other
+  one works also has ``"needed": false``
 - ``verl``: ``{"importable": bool, "version": str|None, "path": str|None, "error": str|None}``
 - ``shim``: ``{"active": bool, "activated_via": "sitecustomize"|"VERL_USE_EXTERNAL_MODULES"|"import"|None,
   "disabled": bool, "hook_loaded": bool, "failure": str|None, "reason": str|None}``

@@ -15,6 +15,8 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
 
 
 def _route_text(route: dict[str, Any]) -> str:
+    if route.get("needed") is False:  # the other route gives the shim
+        return route["reason"]
     return ("yes: " if route["works"] else "no: ") + route["reason"]
 
 

@@ -96,4 +96,7 @@ def judge(report: dict[str, Any]) -> dict[str, Any]:
     pythonpath = _pythonpath_route(probe, disabled)
     verl = _verl_route(probe, report, disabled)
     effective = PYTHONPATH if pythonpath["works"] else VERL_EXTERNAL if verl["works"] else None
+    for name, route in ((PYTHONPATH, pythonpath), (VERL_EXTERNAL, verl)):
+        if effective not in (None, name) and not route["configured"]:  # no hint to set up a second route
+            route.update(needed=False, reason=f"not used (the shim comes by {effective})")
     return {PYTHONPATH: pythonpath, VERL_EXTERNAL: verl, "effective": effective}

@@ -134,3 +134,9 @@ def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, mon
     from npu_shim.doctor.render import render
 
     assert "does not resolve: AssertionError: Unknown device: npu" in render(report)
+
+
+def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, tmp_path):
+    report, _ = doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
+    verl_route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
+    assert (verl_route["needed"], verl_route["reason"]) == (False, "not used (the shim comes by PYTHONPATH)")
