@@ -16,7 +16,10 @@ temporary empty working directory):
    - ``bare``: no PYTHONPATH;
    - ``empty-sc``: an empty ``sitecustomize.py``, the floor of any sitecustomize shim;
    - ``shim-sc``: PYTHONPATH=<checkout>, the checkout's ``sitecustomize.py``;
-   - ``shim-bootstrap``: PYTHONPATH=<checkout>/npu_shim/bootstrap, the installed-style entry point;
+   - ``shim-bootstrap``: the installed entry point, ``<site>/npu_shim/bootstrap`` with ``<site>`` (a
+     directory holding a link to the package) on sys.path too, as site-packages is;
+   - ``other-env``: the same bootstrap in an interpreter whose sys.path lacks ``<site>`` (another
+     environment's), where it activates nothing;
    - ``import-shim``: ``-c "import npu_shim"`` with no sitecustomize (a symlinked package);
    - ``naive-wrapt``: a ``sitecustomize.py`` that does ``import wrapt``, the design the lazy one avoids.
 
@@ -67,7 +70,6 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 PACKAGE = CHECKOUT / "npu_shim"
-BOOTSTRAP = PACKAGE / "bootstrap"
 SIMULATED = PACKAGE / "testing" / "simulated"
 
 STARTUP_GOAL = 1.03
@@ -167,7 +169,18 @@ def make_startup_variants(tmp: Path) -> list[Variant]:
         Variant("bare", "no PYTHONPATH", [], expect=unloaded),
         Variant("empty-sc", "empty sitecustomize.py", [empty_sc], expect=unloaded),
         Variant("shim-sc", "checkout sitecustomize", [CHECKOUT], expect={"heavy": [], "via": "sitecustomize"}),
-        Variant("shim-bootstrap", "npu_shim/bootstrap dir", [BOOTSTRAP], expect={"heavy": [], "via": "sitecustomize"}),
+        Variant(
+            "shim-bootstrap",
+            "installed-style: <site>/npu_shim/bootstrap, <site>",
+            [link_dir / "npu_shim" / "bootstrap", link_dir],
+            expect={"heavy": [], "via": "sitecustomize"},
+        ),
+        Variant(
+            "other-env",
+            "another environment's <site>/npu_shim/bootstrap",
+            [link_dir / "npu_shim" / "bootstrap"],
+            expect=unloaded,
+        ),
         Variant("import-shim", "-c 'import npu_shim'", [link_dir], "import npu_shim", {"heavy": [], "via": "import"}),
         Variant("naive-wrapt", "sitecustomize: import wrapt", [wrapt_sc], expect={"heavy": ["wrapt"]}),
     ]

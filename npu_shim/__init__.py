@@ -30,9 +30,10 @@ SWITCHES = {
     "NPU_SHIM_PROPAGATE": True,  # 0: `import npu_shim` leaves os.environ["PYTHONPATH"] alone
 }
 _TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off", ""})
+_FALSE = frozenset({"0", "false", "no", "off"})  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(__file__), "bootstrap")
+VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
 
 # Marks npu_shim's own sitecustomize files, so that chaining never runs one of ours twice.
 BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"
@@ -137,14 +138,14 @@ def activate(via: str) -> bool:
     return True
 
 
-def run_as_sitecustomize(bootstrap_file: str, *other_shim_dirs: str) -> None:
+def run_as_sitecustomize(bootstrap_file: str) -> None:
     """What each of npu_shim's ``sitecustomize.py`` files does: activate, then chain."""
     global _chained
     if _chained:  # a second copy of the shim was chained to, and must not chain again
         return
     _chained = True
     activate("sitecustomize")
-    run_next_sitecustomize(os.path.dirname(bootstrap_file), *other_shim_dirs)
+    run_next_sitecustomize(os.path.dirname(bootstrap_file))
 
 
 def run_next_sitecustomize(*shim_dirs: str) -> None:
@@ -162,12 +163,29 @@ def run_next_sitecustomize(*shim_dirs: str) -> None:
 
 
 def bootstrap_dir() -> str:
-    """The directory to put on PYTHONPATH so that every interpreter activates the shim."""
+    """The directory to put on PYTHONPATH so that every interpreter activates the shim.
+
+    ``npu_shim/bootstrap`` of an installed shim; the checkout itself for a shim
+    run from a checkout (its root ``sitecustomize.py``): the installed bootstrap
+    activates only where npu_shim is already on sys.path, and a checkout is not.
+    """
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    candidate = os.path.join(checkout, "sitecustomize.py")
+    if os.path.isfile(candidate):
+        from npu_shim._chain import is_npu_shim_bootstrap
+
+        if is_npu_shim_bootstrap(candidate):
+            return checkout
     return BOOTSTRAP_DIR
 
 
 def activated_via() -> str | None:
-    """``"sitecustomize"``, ``"import"``, or None when the shim is not active in this process."""
+    """How the shim was activated in this process, or None when it is not active.
+
+    ``"sitecustomize"`` (a bootstrap on PYTHONPATH), ``"VERL_USE_EXTERNAL_MODULES"``
+    (imported by ``import verl``, which imports the modules that variable names) or
+    ``"import"`` (``import npu_shim`` anywhere else).
+    """
     return _activated_via
 
 
@@ -175,7 +193,22 @@ def _started_by_our_sitecustomize() -> bool:
     return getattr(sys.modules.get("sitecustomize"), BOOTSTRAP_MARKER, False)
 
 
-if not _started_by_our_sitecustomize() and activate("import"):
-    from npu_shim.propagation import propagate
+def names_npu_shim(modules: str | None) -> bool:
+    """Whether a comma-separated VERL_USE_EXTERNAL_MODULES value names this package."""
+    return __name__ in (module.strip() for module in (modules or "").split(","))
 
-    propagate()
+
+def _imported_by_verl() -> bool:
+    """Whether verl is importing us: every verl from 0.6.0 imports the modules VERL_USE_EXTERNAL_MODULES names."""
+    return "verl" in sys.modules and names_npu_shim(os.environ.get(VERL_MODULES))
+
+
+if not _started_by_our_sitecustomize():
+    if _imported_by_verl():
+        # Children inherit the variable and activate where they import verl: no PYTHONPATH to add,
+        # so interpreters that never import verl (Ray's helpers, pip) pay nothing.
+        activate(VERL_MODULES)
+    elif activate("import"):
+        from npu_shim.propagation import propagate
+
+        propagate()

@@ -1,4 +1,4 @@
-"""``python -m npu_shim`` (or ``npu-shim``): ``bootstrap-dir`` and ``doctor``.
+"""``python -m npu_shim`` (or ``npu-shim``): ``bootstrap-dir``, ``doctor`` and ``runtime-env``.
 
 Imports stay lazy: ``bootstrap-dir`` runs in a shell's ``$(...)`` and must not
 import wrapt, torch or verl.
@@ -7,6 +7,7 @@ import wrapt, torch or verl.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,24 +26,71 @@ def _parser() -> argparse.ArgumentParser:
     )
     doctor = commands.add_parser(
         "doctor",
-        help="report the verl layout, the shim's fixes and the engine registry; exit 1 if an NPU critic would fail",
-        description="Import verl.workers.engine (nothing runs on a device) and report what npu_shim did to it. "
-        "Exit status 1 when verl sees an NPU and (value_model, megatron) does not resolve.",
+        help="will new interpreters and Ray workers from here get the shim? exit 1 if an NPU critic would fail",
+        description="Start a fresh interpreter with this environment as given (or, with --ray, a task on a running "
+        "Ray cluster), import verl.workers.engine there (nothing runs on a device) and report which route gave it "
+        "the shim, or why none did, and what the shim did to verl. Exit status 1 when that interpreter sees an NPU "
+        "and (value_model, megatron) does not resolve; 2 when the probe gave no report.",
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object (keys: see npu_shim.doctor)")
+    doctor.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="probe a worker of the running Ray cluster at ADDRESS (default: auto) instead of a fresh interpreter",
+    )
+    doctor.add_argument("--timeout", type=float, default=600, help="seconds to wait for the probe (default 600)")
+    runtime_env = commands.add_parser(
+        "runtime-env",
+        help="print the Ray runtime_env that gives verl's workers the shim",
+        description="Print the runtime_env for `ray job submit --runtime-env-json` and verl's "
+        "+ray_kwargs.ray_init.runtime_env=... override.",
+    )
+    runtime_env.add_argument("--json", action="store_true", help="print only the runtime_env, as JSON")
+    runtime_env.add_argument(
+        "--route",
+        choices=["VERL_USE_EXTERNAL_MODULES", "PYTHONPATH"],
+        help="VERL_USE_EXTERNAL_MODULES (default for an installed shim) or PYTHONPATH (default for a checkout)",
+    )
     return parser
 
 
+def emit(text: str) -> None:
+    """Print ``text`` and a newline; a reader that went away (``| head -1``) is not worth a traceback."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that this flush cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status is kept when stdout is closed early."""
     args = _parser().parse_args(argv)
     if args.command == "bootstrap-dir":
         import npu_shim
 
-        print(npu_shim.bootstrap_dir())
+        emit(npu_shim.bootstrap_dir())
+        return 0
+    if args.command == "runtime-env":
+        from npu_shim import runtime_env
+
+        emit(runtime_env.render(args.route or runtime_env.default_route(), as_json=args.json))
         return 0
     from npu_shim import doctor
 
-    return doctor.main(as_json=args.json)
+    text, status = doctor.main(
+        as_json=args.json,
+        ray_address=None if args.ray == "auto" else args.ray,
+        use_ray=args.ray is not None,
+        timeout=args.timeout,
+    )
+    emit(text)
+    return status
 
 
 if __name__ == "__main__":

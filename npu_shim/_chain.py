@@ -10,7 +10,9 @@ way ``site.execsitecustomize`` does.
 import os
 import sys
 
-from npu_shim import BOOTSTRAP_MARKER
+# npu_shim.BOOTSTRAP_MARKER; spelled out because this module also runs without the npu_shim package
+# (loaded by path from an installed bootstrap in an interpreter that is not the shim's own).
+BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"
 
 
 def is_npu_shim_bootstrap(path: str) -> bool:

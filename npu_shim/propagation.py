@@ -8,19 +8,40 @@ bootstrap directory on PYTHONPATH.
 import os
 
 import npu_shim
-from npu_shim import bootstrap_dir
+from npu_shim import VERL_MODULES, bootstrap_dir, names_npu_shim
 
 
 def with_bootstrap_first(pythonpath: str) -> str:
     """``pythonpath`` with the bootstrap directory as its first entry, once; other entries kept in order."""
-    entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry != bootstrap_dir()]
-    return os.pathsep.join([bootstrap_dir(), *entries])
+    first = bootstrap_dir()
+    ours = {first, npu_shim.BOOTSTRAP_DIR}  # a checkout's npu_shim/bootstrap would activate nothing: drop it too
+    entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry not in ours]
+    return os.pathsep.join([first, *entries])
+
+
+# PYTHONPATH as it was before propagate() changed it (None: unset), for the doctor, which judges
+# the environment its caller gave it; _UNCHANGED while propagate() has changed nothing.
+_UNCHANGED = object()
+pythonpath_before: object = _UNCHANGED
 
 
 def propagate() -> None:
     """Put the bootstrap directory first on PYTHONPATH so that child interpreters activate too."""
+    global pythonpath_before
     if npu_shim.switch("NPU_SHIM_PROPAGATE"):
+        if pythonpath_before is _UNCHANGED:
+            pythonpath_before = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = with_bootstrap_first(os.environ.get("PYTHONPATH", ""))
+
+
+def environ_as_given() -> dict[str, str]:
+    """``os.environ`` without what propagate() added: the environment this process was given."""
+    env = dict(os.environ)
+    if pythonpath_before is None:
+        env.pop("PYTHONPATH", None)
+    elif isinstance(pythonpath_before, str):
+        env["PYTHONPATH"] = pythonpath_before
+    return env
 
 
 def ray_runtime_env(runtime_env: dict | None = None) -> dict:
@@ -32,5 +53,21 @@ def ray_runtime_env(runtime_env: dict | None = None) -> dict:
     merged = dict(runtime_env or {})
     env_vars = dict(merged.get("env_vars") or {})
     env_vars["PYTHONPATH"] = with_bootstrap_first(env_vars.get("PYTHONPATH", "${PYTHONPATH}"))
+    merged["env_vars"] = env_vars
+    return merged
+
+
+def verl_modules_runtime_env(runtime_env: dict | None = None) -> dict:
+    """A copy of ``runtime_env`` whose workers import npu_shim when they import verl (0.6.0 and later).
+
+    ``VERL_USE_EXTERNAL_MODULES`` keeps the modules ``runtime_env`` already names.
+    The shim must be installed in the workers' environment (no PYTHONPATH is added).
+    """
+    merged = dict(runtime_env or {})
+    env_vars = dict(merged.get("env_vars") or {})
+    named = env_vars.get(VERL_MODULES, "")
+    if not names_npu_shim(named):
+        named = ",".join([*filter(str.strip, named.split(",")), npu_shim.__name__])
+    env_vars[VERL_MODULES] = named
     merged["env_vars"] = env_vars
     return merged

@@ -14,6 +14,17 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOTSTRAP_DIR = ROOT / "npu_shim" / "bootstrap"
+PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+
+
+def pyenv_python(version: str) -> Path:
+    """The interpreter pyenv holds for ``version`` (e.g. "3.12.1"); the calling test is skipped if it is absent."""
+    import pytest
+
+    python = PYENV_ROOT / "versions" / version / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"pyenv has no Python {version} on this machine")
+    return python
 
 
 @dataclass

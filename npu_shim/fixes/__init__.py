@@ -8,8 +8,8 @@ failure anywhere reverts all of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from npu_shim.changes import ChangeSet
@@ -37,13 +37,18 @@ class Outcome:
     reason: str
 
 
-def apply_all(layout: VerlLayout, changes: ChangeSet) -> list[Outcome]:
+def fix_modules() -> list[ModuleType]:
+    """The fix modules, in the order they are applied (each has ``NAME`` and ``apply``)."""
+    # Imported here: each fix module imports this package for Outcome and the verdicts.
     from npu_shim.fixes import batch_invariant_repatch, lm_engine_repatch, shared_repatch, value_engine
 
-    steps: list[Callable[[VerlLayout, ChangeSet], Outcome]] = [
-        shared_repatch.apply,  # verl #6135: the repatch function both engines share
-        value_engine.apply,  # verl #6135: the MindSpeed value-head engine
-        lm_engine_repatch.apply,  # verl #5697/#6135: LM engine repatches before the device mesh
-        batch_invariant_repatch.apply,  # verl #6674: 0.8.0's repatch function, batch-invariant attention
+    return [
+        shared_repatch,  # verl #6135: the repatch function both engines share
+        value_engine,  # verl #6135: the MindSpeed value-head engine
+        lm_engine_repatch,  # verl #5697/#6135: LM engine repatches before the device mesh
+        batch_invariant_repatch,  # verl #6674: 0.8.0's repatch function, batch-invariant attention
     ]
-    return [step(layout, changes) for step in steps]
+
+
+def apply_all(layout: VerlLayout, changes: ChangeSet) -> list[Outcome]:
+    return [fix.apply(layout, changes) for fix in fix_modules()]

@@ -3,8 +3,8 @@
 Mirrors: ``_mindspeed_repatch`` as of verl 0.9.0, which maps a string
 ``attention_backend`` to Megatron's ``AttnBackend`` and sets ``use_flash_attn``
 False when ``use_flash_attn_npu_batch_invariant`` is on.
-Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's (its fingerprint,
-see :mod:`npu_shim.fingerprint`). That one always sets ``use_flash_attn``, so a
+Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's (bytecode and
+constants: :mod:`npu_shim.fingerprint`). That one always sets ``use_flash_attn``, so a
 batch-invariant run registers two replacements of ``DotProductAttention.forward``
 and MindSpeed raises ``RuntimeError: the patch of forward exist !`` while either
 Megatron engine is being built.
@@ -19,19 +19,21 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from npu_shim import fingerprint
 from npu_shim.changes import ChangeSet
-from npu_shim.fingerprint import matches
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
 from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch
 from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
 
 NAME = "batch_invariant_repatch"
-# The function verl 0.8.0 ships, per Python version (tools/fingerprint.py on its transformer_impl.py).
-VERL_0_8_0 = {
-    (3, 10): frozenset({"476594d8381a7ae1"}),
-    (3, 11): frozenset({"88380d5d83a0eb87"}),
-    (3, 12): frozenset({"66274b7023b3ad7c"}),
-    (3, 13): frozenset({"44017cafe0ce2975"}),
+# code_fingerprint(_mindspeed_repatch.__code__) of verl 0.8.0, per Python minor version, from
+# `scripts/fingerprints.py <0.8.0 wheel> --function _mindspeed_repatch`. A Python not listed
+# here recognises nothing, and the fix says "not applicable".
+VERL_0_8_0: fingerprint.KnownCode = {
+    (3, 10): {"182211432ee01a4aeb4dacf2647cc591": "0.8.0"},
+    (3, 11): {"183ee97a16e586b87e35b9ab591865b4": "0.8.0"},
+    (3, 12): {"d0289e70145fa504617814447f1c7623": "0.8.0"},
+    (3, 13): {"ea1dba6754a13bcf439e46a405c74888": "0.8.0"},
 }
 # Kept on the module while the shim's function stands in for 0.8.0's (and tells a re-activation so).
 REPLACED = "__npu_shim_replaced_mindspeed_repatch__"
@@ -40,7 +42,7 @@ REPLACED = "__npu_shim_replaced_mindspeed_repatch__"
 def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
     module = layout.mindspeed_impl
     current = getattr(module, UPSTREAM_NAME, None)
-    if module is not None and matches(current, VERL_0_8_0):
+    if module is not None and fingerprint.known_release(current, VERL_0_8_0):
         changes.setattr(module, REPLACED, current)
         changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
         return Outcome(NAME, APPLIED, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} (verl 0.8.0's) now has #6674's semantics")

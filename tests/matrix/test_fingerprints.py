@@ -1,7 +1,7 @@
 """The table of known functions in npu_shim.fixes.batch_invariant_repatch, against this release's own file.
 
 Each supported Python compiles the installed ``transformer_impl.py`` (nothing of verl
-runs) through ``tools/fingerprint.py``: 0.8.0's ``_mindspeed_repatch`` must be in the
+runs) through ``scripts/fingerprints.py``: 0.8.0's ``_mindspeed_repatch`` must be in the
 table for every version, and no other release's may be.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -48,13 +49,14 @@ def test_only_verl_0_8_0s_mindspeed_repatch_is_known(version):
     if not defines_mindspeed_repatch(path):
         assert VERL in ("0.6.1", "0.7.1")
         return
+    script = [str(ROOT / "scripts" / "fingerprints.py"), str(path), "--function", "_mindspeed_repatch", "--json"]
     completed = subprocess.run(
-        [interpreter(version), str(ROOT / "tools" / "fingerprint.py"), str(path), "_mindspeed_repatch"],
+        [sys.executable, *script, "--python", interpreter(version)],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    printed_version, fingerprint = completed.stdout.strip().split(": ")
-    assert printed_version == str(version)
-    assert (fingerprint.strip("'") in VERL_0_8_0[version]) is (VERL == "0.8.0")
+    ((printed_version, by_file),) = json.loads(completed.stdout).items()
+    assert printed_version == f"{version[0]}.{version[1]}"
+    assert (by_file[path.name] in VERL_0_8_0[version]) is (VERL == "0.8.0")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -76,3 +78,26 @@ def run_with(tmp_path: Path) -> Runner:
         return run_python(source, clean_env(pythonpath, **(env or {})), cwd=tmp_path, check=check, args=args)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def installed_shim(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A fresh venv (no pip, nothing else in it) with npu_shim pip-installed: (its python, its site-packages)."""
+    venv = tmp_path_factory.mktemp("installed") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", purelib, str(ROOT)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return python, Path(purelib)

@@ -23,6 +23,7 @@ LAYOUTS = (
     "0.8-edited",  # as 0.9, but a _mindspeed_repatch without #6674 that is not 0.8.0's either
     "no-megatron",  # verl's Megatron engine fails to import
     "renamed-base",  # MegatronEngineWithValueHead renamed
+    "edited-0.7.1",  # 0.7.1 with one constant of the LM engine's __init__ changed (a user's local edit)
 )
 
 # Lookup as in verl 0.6-0.8 (0.9 reads VERL_ENGINE_DEVICE too, which no test sets).
@@ -130,7 +131,7 @@ class EngineConfig(dict):
 
 
 class MegatronEngine(BaseEngine):
-    def __init__(self, engine_config):
+    def __init__(self, model_config, engine_config, optimizer_config, checkpoint_config):
         self.engine_config = engine_config
         self._init_device_mesh()
 
@@ -157,9 +158,10 @@ except ImportError:
 """
 MINDSPEED_IMPORT_UNGUARDED = "from mindspeed.megatron_adaptor import repatch\n"
 
+# The LM engines' __init__ as the releases' code (npu_shim recognises it by bytecode and constants).
 LM_INIT_0_6 = """
-    def __init__(self, engine_config):
-        super().__init__(engine_config)
+    def __init__(self, model_config, engine_config, optimizer_config, checkpoint_config):
+        super().__init__(model_config, engine_config, optimizer_config, checkpoint_config)
 
         repatch_config = {"use_flash_attn": True}
         if self.engine_config.context_parallel_size > 1:
@@ -168,8 +170,8 @@ LM_INIT_0_6 = """
         repatch(repatch_config)
 """
 LM_INIT_0_7_1 = """
-    def __init__(self, engine_config):
-        super().__init__(engine_config)
+    def __init__(self, model_config, engine_config, optimizer_config, checkpoint_config):
+        super().__init__(model_config, engine_config, optimizer_config, checkpoint_config)
 
         repatch_config = self.engine_config.get("override_transformer_config", {})
         repatch_config["use_flash_attn"] = True
@@ -218,6 +220,16 @@ class MindspeedEngineWithValueHead(MegatronEngineWithValueHead):
     def _init_device_mesh(self):
         _mindspeed_repatch(self.engine_config)
         super()._init_device_mesh()
+"""
+
+VERL_EXTERNAL_MODULES = """
+import importlib
+import os
+
+_modules = os.getenv("VERL_USE_EXTERNAL_MODULES", "")
+if _modules:
+    for _module in _modules.split(","):
+        importlib.import_module(_module)
 """
 
 SYNTHETIC_MEGATRON = {
@@ -276,9 +288,12 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     """Write a synthetic verl (and megatron, and a recording MindSpeed) under ``root``; return ``root``."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; one of {LAYOUTS}")
+    # From 0.6.0 verl imports the modules named in VERL_USE_EXTERNAL_MODULES at `import verl`.
+    external_modules = "" if layout == "0.5" else VERL_EXTERNAL_MODULES
     files: dict[str, str] = {
         "verl/__init__.py": (
             f'"""SYNTHETIC verl ({layout})."""\n__version__ = "{VERSIONS.get(layout, layout)}"\nevents = []\n'
+            + external_modules
         ),
         "verl/utils/__init__.py": "",
         "verl/utils/device.py": 'def get_device_name():\n    return "npu"  # a (simulated) Ascend NPU\n',
@@ -325,6 +340,10 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
         lm_body = {"0.6": LM_INIT_0_6, "main-pre-6135": LM_MESH_PRE_6135, "release-0.7.1": LM_MESH_RELEASE_0_7_1}.get(
             layout, LM_INIT_0_7_1
         )
+        if layout == "edited-0.7.1":
+            lm_body = lm_body.replace(
+                'repatch_config["use_flash_attn"] = True', 'repatch_config["use_flash_attn"] = False'
+            )
         body = (
             '\n\n@EngineRegistry.register(model_type="language_model", backend="megatron", device="npu")\n'
             "class MindspeedEngineWithLMHead(MegatronEngineWithLMHead):" + lm_body

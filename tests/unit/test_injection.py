@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
+from helpers import ROOT, clean_env, pyenv_python
 
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
 
@@ -18,7 +21,7 @@ for model_type in ("value_model", "language_model"):
     user_config = {"attention_backend": "flash"}
     events.clear(); calls.clear(); parallel_state.destroy_model_parallel()
     try:
-        EngineRegistry.new(model_type, "megatron", EngineConfig(user_config))
+        EngineRegistry.new(model_type, "megatron", None, EngineConfig(user_config), None, None)
     except AssertionError as error:
         built[model_type] = str(error)
         continue
@@ -150,10 +153,51 @@ def test_without_mindspeed_the_engine_is_injected_and_repatch_is_skipped(synthet
     from verl import events
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.megatron.transformer_impl import EngineConfig
-    EngineRegistry.new("value_model", "megatron", EngineConfig({}))
+    EngineRegistry.new("value_model", "megatron", None, EngineConfig({}), None, None)
     print(__import__("json").dumps(list(events)))
     """
     run = run_with(code, synthetic("0.7.1", with_mindspeed=False))
     events = __import__("json").loads(run.stdout.strip().splitlines()[-2])
     assert events == ["mesh"]
     assert run.report["value_model"]["shim"] is True
+
+
+def test_an_lm_engine_init_with_one_constant_changed_is_left_alone(synthetic, run_with):
+    """Same names as 0.7.1's __init__, one constant changed (use_flash_attn = False): not verl's code."""
+    run = run_with(BUILD_BOTH, synthetic("edited-0.7.1"))
+    built, report = (__import__("json").loads(line) for line in run.stdout.strip().splitlines()[-2:])
+    verdict, reason = report["outcomes"]["lm_engine_repatch"]
+    assert verdict == "not applicable"
+    assert "is not the code of verl 0.6.0-0.7.1" in reason
+    assert report["outcomes"]["value_engine"][0] == "applied"
+    # The edited __init__ runs as written: after the mesh, with its own constant.
+    assert built["language_model"]["events"] == ["mesh", "repatch"]
+    assert built["language_model"]["calls"][0]["use_flash_attn"] == "False"
+
+
+@pytest.mark.parametrize("layout", ["0.6", "0.7.1"])
+def test_the_releases_lm_engine_init_is_recognised_by_its_code(synthetic, run_with, layout):
+    run = run_with("import verl.workers.engine\n", synthetic(layout))
+    verdict, reason = run.report["outcomes"]["lm_engine_repatch"]
+    assert verdict == "applied"
+    assert ("0.7.1" if layout == "0.7.1" else "0.6.0, 0.6.1, 0.7.0") in reason
+
+
+@pytest.mark.parametrize("version", ["3.10.13", "3.11.7", "3.12.1", "3.13.0"])
+@pytest.mark.parametrize("layout", ["0.6", "0.7.1", "edited-0.7.1"])
+def test_every_supported_python_has_the_releases_fingerprints(synthetic, tmp_path, version, layout):
+    """Bytecode differs per Python minor version: the table must hold each one's (compiled, not imported)."""
+    source = synthetic(layout) / "verl" / "workers" / "engine" / "mindspeed" / "transformer_impl.py"
+    code = f"""
+import sys, types; sys.path.insert(0, {str(ROOT)!r})
+from npu_shim.fingerprint import find_code
+from npu_shim.fixes.lm_engine_repatch import known_release
+module = compile(open({str(source)!r}).read(), "transformer_impl.py", "exec", dont_inherit=True)
+init = find_code(module, "MindspeedEngineWithLMHead", "__init__")
+print(known_release(types.SimpleNamespace(__code__=init)))
+"""
+    completed = subprocess.run(
+        [str(pyenv_python(version)), "-c", code], env=clean_env(), capture_output=True, text=True, check=True
+    )
+    expected = {"0.6": "0.6.0, 0.6.1, 0.7.0", "0.7.1": "0.7.1", "edited-0.7.1": "None"}[layout]
+    assert completed.stdout.strip() == expected

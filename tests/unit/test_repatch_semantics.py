@@ -88,7 +88,7 @@ def test_a_repatch_that_raises_fails_engine_construction_as_upstream(synthetic, 
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.megatron.transformer_impl import EngineConfig
     try:
-        EngineRegistry.new("value_model", "megatron", EngineConfig({}))
+        EngineRegistry.new("value_model", "megatron", None, EngineConfig({}), None, None)
     except RuntimeError as error:
         print(repr(error))
     """

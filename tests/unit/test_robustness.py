@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, clean_env
+from helpers import ROOT, clean_env, run_python
 
 DISABLE_HINT = "Set NPU_SHIM_DISABLE=1 to turn the shim off"
 
@@ -85,12 +86,21 @@ def test_disable_installs_nothing(synthetic, run_with):
     assert "wrapt" not in run.report["loaded"]
 
 
+@pytest.mark.parametrize("value", ["perhaps", "", "  "], ids=["word", "empty", "blank"])
 @pytest.mark.parametrize("variable", ["NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE"])
-def test_a_bad_switch_value_warns_and_keeps_the_default(synthetic, run_with, variable):
-    run = run_with("import verl.workers.engine\n", synthetic("0.7.1"), env={variable: "perhaps"})
-    assert f"{variable}='perhaps' is not a boolean" in run.stderr
+def test_a_bad_switch_value_warns_and_keeps_the_default(synthetic, run_with, variable, value):
+    run = run_with("import verl.workers.engine\n", synthetic("0.7.1"), env={variable: value})
+    assert f"{variable}={value!r} is not a boolean" in run.stderr
     assert run.stderr.count("is not a boolean") == 1
     assert run.report["value_model"]["shim"] is True  # the defaults: enabled, not strict
+
+
+@pytest.mark.parametrize("value", ["", " "], ids=["empty", "blank"])
+def test_an_empty_propagate_switch_keeps_propagating(tmp_path, value):
+    code = f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); import npu_shim; print(os.environ['PYTHONPATH'])"
+    run = run_python(code, clean_env(["/first"], NPU_SHIM_PROPAGATE=value), cwd=tmp_path)
+    assert run.stdout.strip() == os.pathsep.join([str(ROOT), "/first"])
+    assert f"NPU_SHIM_PROPAGATE={value!r} is not a boolean" in run.stderr
 
 
 def test_any_number_of_activations_inject_once(synthetic, run_with):

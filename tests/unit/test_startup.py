@@ -38,9 +38,11 @@ def test_import_puts_the_bootstrap_dir_first_on_pythonpath_once(tmp_path):
     from npu_shim.propagation import propagate; propagate()
     print(os.environ["PYTHONPATH"])
     """
-    env = clean_env(["/first", str(BOOTSTRAP_DIR), "/second"])
+    env = clean_env(["/first", str(BOOTSTRAP_DIR), "/second", str(ROOT)])
     out = run_python(textwrap.dedent(code), env, cwd=tmp_path).stdout.strip()
-    assert out.split(os.pathsep) == [str(BOOTSTRAP_DIR), "/first", "/second"]
+    # From a checkout the directory to propagate is the checkout (its sitecustomize.py); the checkout's
+    # npu_shim/bootstrap would activate nothing there (npu_shim is not installed), so it goes.
+    assert out.split(os.pathsep) == [str(ROOT), "/first", "/second"]
 
 
 def test_propagation_can_be_turned_off(tmp_path):
@@ -82,15 +84,8 @@ def test_children_started_after_import_npu_shim_are_covered(synthetic, tmp_path,
     assert out.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
 
 
-def test_installed_package_ships_a_bootstrap_dir(synthetic, tmp_path):
-    site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(ROOT)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_installed_package_ships_a_bootstrap_dir(installed_shim, synthetic, tmp_path):
+    _, site = installed_shim
     out = subprocess.run(
         [sys.executable, "-m", "npu_shim", "bootstrap-dir"],
         env=clean_env([site]),
@@ -105,9 +100,13 @@ def test_installed_package_ships_a_bootstrap_dir(synthetic, tmp_path):
     assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
 
 
-def test_the_bootstrap_dir_works_from_a_checkout_that_is_not_installed(synthetic, tmp_path):
-    run = run_python(CHILD_RESOLVES, clean_env([BOOTSTRAP_DIR, synthetic("0.7.1")]), cwd=tmp_path)
+def test_a_checkout_that_is_not_installed_propagates_the_checkout(synthetic, tmp_path):
+    out = run_python("import npu_shim; print(npu_shim.bootstrap_dir())", clean_env([ROOT]), cwd=tmp_path).stdout
+    assert out.strip() == str(ROOT)
+    run = run_python(CHILD_RESOLVES, clean_env([out.strip(), synthetic("0.7.1")]), cwd=tmp_path)
     assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
+    # Its npu_shim/bootstrap is an installed shim's entry point: without npu_shim on sys.path it does nothing.
+    assert run_python(ACTIVE, clean_env([BOOTSTRAP_DIR]), cwd=tmp_path).stdout.strip() == "None"
 
 
 @pytest.fixture
@@ -126,7 +125,7 @@ def user_sitecustomize(tmp_path):
 
 @pytest.mark.parametrize(
     "ours",
-    [[ROOT], [BOOTSTRAP_DIR], [ROOT, ROOT], [ROOT, BOOTSTRAP_DIR], [BOOTSTRAP_DIR, ROOT, BOOTSTRAP_DIR]],
+    [[ROOT], [BOOTSTRAP_DIR, ROOT], [ROOT, ROOT], [ROOT, BOOTSTRAP_DIR], [BOOTSTRAP_DIR, ROOT, BOOTSTRAP_DIR]],
     ids=["checkout", "bootstrap-dir", "checkout-twice", "checkout-and-bootstrap", "bootstrap-twice"],
 )
 def test_a_later_sitecustomize_runs_once_after_the_shim(user_sitecustomize, tmp_path, ours):
@@ -160,6 +159,6 @@ def test_ray_runtime_env_puts_the_bootstrap_dir_first_and_keeps_the_rest(tmp_pat
     print(json.dumps([ray_runtime_env(), ray_runtime_env(given), given]))
     """
     plain, merged, given = json.loads(run_python(textwrap.dedent(code), clean_env(), cwd=tmp_path).stdout)
-    assert plain == {"env_vars": {"PYTHONPATH": os.pathsep.join([str(BOOTSTRAP_DIR), "${PYTHONPATH}"])}}
-    assert merged == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": os.pathsep.join([str(BOOTSTRAP_DIR), "/n"])}}
+    assert plain == {"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT), "${PYTHONPATH}"])}}
+    assert merged == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), "/n"])}}
     assert given == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": "/n"}}, "the caller's dict was changed"

@@ -1,51 +1,11 @@
-"""``python -m npu_shim doctor``: what this interpreter's verl looks like, and what npu_shim did to it.
+"""What verl looks like in this interpreter, and what npu_shim did to it (or would do).
 
-It imports ``verl.workers.engine`` (a few seconds) and nothing heavier: no
-process group is created, no engine is built, nothing runs on an accelerator.
-When the shim is not active in this process (``NPU_SHIM_DISABLE=1``, or its
-hook could not load) it is not activated here either: the report then says
-what the shim would do, read from verl as it was imported.
-
-Exit status: 1 when verl's engine registry looks up ``npu`` and ``(value_model, megatron)`` does not
-resolve to an engine class (a Megatron critic would fail), else 0, including
-when verl is not installed at all.
-
-``--json`` prints one object with these keys (stable; new keys may be added):
-
-- ``npu_shim_version`` (str)
-- ``status``: ``"ok"``, ``"problem"`` (the exit-1 case) or ``"not applicable"`` (no verl)
-- ``exit_code`` (int): the doctor's exit status
-- ``verl``: ``{"importable": bool, "version": str|None, "path": str|None, "error": str|None}``;
-  ``error`` says why verl (or ``verl.workers.engine``) did not import
-- ``shim``: ``{"active": bool, "activated_via": "sitecustomize"|"import"|None,
-  "disabled": bool, "hook_loaded": bool, "failure": str|None, "reason": str|None}``;
-  ``reason`` says why the shim is not active, or did not apply
-- ``propagation``: ``{"children_inherit": bool, "via": str|None, "shadowed_by": str|None,
-  "at_process_start": bool|None}``: whether this process's environment makes
-  child interpreters (Ray workers) activate the shim (``via``: the ``PYTHONPATH``
-  entry that does it; ``shadowed_by``: a foreign ``sitecustomize.py`` found first;
-  False whenever ``NPU_SHIM_DISABLE`` is set, since children inherit that too), and
-  whether it did so in the environment this process started with (None when
-  unknown; ``import npu_shim`` adds the bootstrap directory itself)
-- ``layout``: ``{"id": str|None, "description": str|None}``; ids: ``"0.6/0.7"``,
-  ``"pre-#6135 main"``, ``"release/v0.7.1"``, ``"0.8.0"``, ``"native"``, ``"no keyed registry"``,
-  ``"no mindspeed engine"``, ``"unrecognised"``; it describes verl as shipped, before any patch of the shim
-- ``fixes``: list of ``{"fix": str, "verdict": str, "reason": str, "would": str|None}``;
-  ``verdict`` is one of ``"applied"``, ``"already applied"``, ``"native"``,
-  ``"not applicable"``, ``"inactive"``; ``would`` (for ``"inactive"`` only) is
-  what the shim would do here: ``"apply"``, ``"native"`` or ``"not applicable"``
-- ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool}``
-- ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
-  (``simulated`` is None when torch_npu is not loaded)
-- ``device`` (str|None): ``verl.utils.device.get_device_name()``
-- ``engine_device`` (str|None): the device the engine registry looks up: ``device``, unless this
-  verl honours ``VERL_ENGINE_DEVICE`` (0.9) and it is set
-- ``registry``: list of ``{"model_type", "backend", "device", "vendor", "class", "origin", "patched"}``;
-  ``vendor`` is None unless verl keys engines by ``(device, vendor)`` (0.9);
-  ``class`` is ``module.qualname``; ``origin`` is ``"shim"`` (a class npu_shim added) or
-  ``"upstream"``; ``patched`` is True for an upstream class the shim changed a method of
-- ``value_model_megatron_resolves`` (bool), ``value_model_megatron_class`` (str|None),
-  ``value_model_megatron_error`` (str|None): ``EngineRegistry.get_engine_cls("value_model", "megatron")``
+Runs inside the doctor's probe (a fresh interpreter started with the caller's
+environment, or a Ray task), after verl has been imported there. It imports
+``verl.workers.engine`` and nothing heavier: no process group, no engine built,
+nothing on an accelerator. When the shim is not active here it is not activated
+either: the report then says what the shim would do, read from verl as imported.
+The keys of :func:`collect` are documented in ``npu_shim.doctor``.
 """
 
 from __future__ import annotations
@@ -53,16 +13,15 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-import json
 import logging
 import os
 import sys
 from typing import Any
 
 import npu_shim
-from npu_shim import _chain
+import npu_shim.fixes
 from npu_shim.changes import ChangeSet
-from npu_shim.fingerprint import matches
+from npu_shim.fingerprint import known_release
 from npu_shim.fixes import (
     APPLIED,
     NOT_APPLICABLE,
@@ -82,7 +41,6 @@ INACTIVE = "inactive"
 WOULD_APPLY = "apply"
 OK = "ok"
 PROBLEM = "problem"
-FIX_NAMES = (shared_repatch.NAME, value_engine.NAME, lm_engine_repatch.NAME, batch_invariant_repatch.NAME)
 LAYOUTS = {
     "0.6/0.7": "0.6/0.7: no value engine, LM engine repatches in __init__",
     "pre-#6135 main": "pre-#6135 main (0.8.0.dev): no value engine, LM engine repatches in _init_device_mesh",
@@ -94,6 +52,11 @@ LAYOUTS = {
     "no mindspeed engine": "no MindSpeed engine: verl's MindSpeed engine module did not import",
     "unrecognised": "unrecognised: no value engine, and an LM engine npu_shim does not know",
 }
+
+
+def fix_names() -> list[str]:
+    """Every fix's NAME, in the order the hook applies them: a new fix is listed without editing this."""
+    return [fix.NAME for fix in npu_shim.fixes.fix_modules()]
 
 
 def _qualified(obj: Any) -> str:
@@ -121,7 +84,9 @@ def _shim_state() -> dict[str, Any]:
     }
     if via is None:
         state["reason"] = (
-            "disabled by NPU_SHIM_DISABLE" if state["disabled"] else "the shim was not activated in this process"
+            "disabled by NPU_SHIM_DISABLE"
+            if state["disabled"]
+            else "not activated: no sitecustomize of npu_shim ran, and importing verl did not import npu_shim"
         )
     elif hook is None:
         state["reason"] = "the shim's import hook did not load (is wrapt installed?); verl runs unpatched"
@@ -134,44 +99,6 @@ def _shim_state() -> dict[str, Any]:
     return state
 
 
-def _initial_pythonpath() -> str | None:
-    """PYTHONPATH as this process started with it (Linux), before ``import npu_shim`` propagated itself."""
-    try:
-        with open("/proc/self/environ", "rb") as file:
-            raw = file.read()
-    except OSError:
-        return None
-    for item in raw.split(b"\0"):
-        if item.startswith(b"PYTHONPATH="):
-            return os.fsdecode(item[len(b"PYTHONPATH=") :])
-    return ""
-
-
-def _propagation_of(pythonpath: str) -> tuple[str | None, str | None]:
-    """(entry whose sitecustomize is npu_shim's, first foreign sitecustomize found before it)."""
-    bootstrap = os.path.normcase(os.path.abspath(npu_shim.bootstrap_dir()))
-    for entry in pythonpath.split(os.pathsep):
-        if not entry:
-            continue
-        candidate = os.path.join(entry, "sitecustomize.py")
-        if os.path.normcase(os.path.abspath(entry)) == bootstrap or _chain.is_npu_shim_bootstrap(candidate):
-            return entry, None
-        if os.path.isfile(candidate):  # Python runs the first sitecustomize only; ours would never start
-            return None, candidate
-    return None, None
-
-
-def _propagation() -> dict[str, Any]:
-    via, shadowed_by = _propagation_of(os.environ.get("PYTHONPATH", ""))
-    initial = _initial_pythonpath()
-    return {
-        "children_inherit": via is not None and not npu_shim.switch("NPU_SHIM_DISABLE"),
-        "via": via,
-        "shadowed_by": shadowed_by,
-        "at_process_start": None if initial is None else _propagation_of(initial)[0] is not None,
-    }
-
-
 # -- verl as shipped, and what the shim would do ----------------------------------------------------
 
 
@@ -182,7 +109,7 @@ def _layout_id(layout: VerlLayout) -> str:
     if native_value_engine is not None and not is_ours(native_value_engine):
         module = vars(layout.mindspeed_impl) if layout.mindspeed_impl is not None else {}
         shipped_repatch = module.get(batch_invariant_repatch.REPLACED) or module.get(shared_repatch.UPSTREAM_NAME)
-        return "0.8.0" if matches(shipped_repatch, batch_invariant_repatch.VERL_0_8_0) else "native"
+        return "0.8.0" if known_release(shipped_repatch, batch_invariant_repatch.VERL_0_8_0) else "native"
     lm_engine = getattr(layout.mindspeed_impl, lm_engine_repatch.CLASS_NAME, None)
     if lm_engine is None:
         return "no mindspeed engine"
@@ -190,7 +117,7 @@ def _layout_id(layout: VerlLayout) -> str:
     if own_mesh_init is not None and not is_ours(own_mesh_init):
         # both carry #5697 (the branch as its cherry-pick #5700); the version they report tells them apart
         return "release/v0.7.1" if layout.verl_version.startswith("0.7") else "pre-#6135 main"
-    if own_mesh_init is not None or "__init__" in lm_engine.__dict__:
+    if own_mesh_init is not None or lm_engine_repatch.known_release(lm_engine.__dict__.get("__init__")):
         return "0.6/0.7"
     return "unrecognised"
 
@@ -204,7 +131,7 @@ def _would(layout: VerlLayout) -> dict[str, tuple[str, str]]:
     try:
         outcomes = apply_all(layout, changes)
     except Exception as error:  # a verl the fixes cannot read: say so, do not crash the doctor
-        return dict.fromkeys(FIX_NAMES, (NOT_APPLICABLE, f"the fixes failed on this verl ({_error(error)})"))
+        return dict.fromkeys(fix_names(), (NOT_APPLICABLE, f"the fixes failed on this verl ({_error(error)})"))
     finally:
         changes.revert()
     return {o.fix: (WOULD_APPLY if o.verdict == APPLIED else o.verdict, o.reason) for o in outcomes}
@@ -323,7 +250,6 @@ def collect() -> dict[str, Any]:
         "exit_code": 0,
         "verl": {"importable": False, "version": None, "path": None, "error": None},
         "shim": None,
-        "propagation": _propagation(),
         "layout": {"id": None, "description": None},
         "fixes": [],
         "mindspeed": {"repatch_importable": False, "simulated": False},
@@ -364,7 +290,7 @@ def collect() -> dict[str, Any]:
         report["value_model_megatron_error"] = "verl is not importable"
         report["fixes"] = [
             {"fix": name, "verdict": NOT_APPLICABLE, "reason": "verl is not importable", "would": None}
-            for name in FIX_NAMES
+            for name in fix_names()
         ]
         return report
 
@@ -385,98 +311,3 @@ def collect() -> dict[str, Any]:
         report["status"] = PROBLEM
         report["exit_code"] = 1
     return report
-
-
-# -- human output --------------------------------------------------------------------------------
-
-
-def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-
-
-def _inherit_text(propagation: dict[str, Any]) -> str:
-    if propagation["via"] and not propagation["children_inherit"]:
-        return f"no, NPU_SHIM_DISABLE is set (PYTHONPATH has {propagation['via']})"
-    if propagation["children_inherit"]:
-        text = f"yes, PYTHONPATH has {propagation['via']}"
-        if propagation["at_process_start"] is False:
-            text += " (added by `import npu_shim` in this process: the shell's PYTHONPATH lacks it)"
-        return text
-    if propagation["shadowed_by"]:
-        return f"no, {propagation['shadowed_by']} comes first on PYTHONPATH"
-    return f"no; export PYTHONPATH={npu_shim.bootstrap_dir()}{os.pathsep}$PYTHONPATH"
-
-
-def _torch_npu_text(torch_npu: dict[str, Any]) -> str:
-    if torch_npu["loaded"]:
-        return "loaded" + (" (SIMULATED stand-in)" if torch_npu["simulated"] else "")
-    return "importable, not loaded" if torch_npu["importable"] else "not installed"
-
-
-def _summary(report: dict[str, Any]) -> list[tuple[str, str]]:
-    verl, shim, mindspeed = report["verl"], report["shim"], report["mindspeed"]
-    if verl["importable"]:
-        lines = [("verl", f"{verl['version']} ({verl['path']})")]
-        if verl["error"]:
-            lines.append(("verl error", verl["error"]))
-    else:
-        lines = [("verl", f"not importable ({verl['error']}): npu_shim has nothing to do")]
-    lines.append(("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}"))
-    lines.append(("child processes", _inherit_text(report["propagation"])))
-    if report["layout"]["description"]:
-        lines.append(("layout", report["layout"]["description"]))
-    device = str(report["device"])
-    if report["engine_device"] not in (None, report["device"]):
-        device += f" (engines looked up for {report['engine_device']}: VERL_ENGINE_DEVICE)"
-    lines.append(("device", device))
-    lines.append(("torch_npu", _torch_npu_text(report["torch_npu"])))
-    repatch = "importable" if mindspeed["repatch_importable"] else "not importable"
-    lines.append(("mindspeed repatch", repatch + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")))
-    if report["value_model_megatron_resolves"]:
-        lines.append(("value_model/megatron", f"resolves to {report['value_model_megatron_class']}"))
-    else:
-        lines.append(("value_model/megatron", f"does not resolve: {report['value_model_megatron_error']}"))
-    lines.append(("status", f"{report['status']} (exit {report['exit_code']})"))
-    return lines
-
-
-def render(report: dict[str, Any]) -> str:
-    """The report as short aligned lines for a terminal, then the fixes and the registry as tables."""
-    lines = _summary(report)
-    width = max(len(label) for label, _ in lines)
-    out = [f"npu_shim {report['npu_shim_version']} doctor"]
-    out += [f"  {label.ljust(width)}  {value}" for label, value in lines]
-    if report["fixes"]:
-        out.append("fixes:")
-        rows = [
-            [fix["fix"], fix["verdict"] + (f" (would {fix['would']})" if fix["would"] else ""), fix["reason"]]
-            for fix in report["fixes"]
-        ]
-        out += _table(rows)
-    if report["registry"]:
-        out.append("registry:")
-        rows = [
-            [
-                row["model_type"],
-                row["backend"],
-                row["device"] if row["vendor"] is None else f"{row['device']}/{row['vendor']}",
-                row["class"],
-                row["origin"] + (", patched" if row["patched"] else ""),
-            ]
-            for row in report["registry"]
-        ]
-        out += _table([["model_type", "backend", "device", "class", "origin"], *rows])
-    return "\n".join(out)
-
-
-def main(as_json: bool = False) -> int:
-    """Print the report (text, or one JSON object) and return the exit status."""
-    report = collect()
-    if as_json:
-        print(json.dumps(report, indent=2, sort_keys=True))
-    else:
-        print(render(report))
-    return int(report["exit_code"])

@@ -1,0 +1,142 @@
+"""``python -m npu_shim doctor``: will new interpreters and Ray workers started from here get the shim?
+
+The doctor judges the environment it was started in, not the one npu_shim made
+(``import npu_shim``, which ``python -m npu_shim`` does, activates the shim and
+rewrites PYTHONPATH). It starts a fresh interpreter with that environment as
+given (``--ray``: runs a task in a worker of a running Ray cluster), which
+reports which sitecustomize ran, imports verl and ``verl.workers.engine`` as a
+worker would (a few seconds), and says what verl looks like there and what the
+shim did. Nothing runs on an accelerator, no process group, no engine.
+
+Modules: ``probe`` (runs in the fresh interpreter or the Ray worker),
+``verl_state`` (verl, the fixes and the registry, inside the probe), ``routes``
+(which route gave the shim, or why none did), ``ray_probe``, ``render`` (text).
+
+Exit status: 1 when the probed interpreter's verl looks up ``npu`` engines and
+``(value_model, megatron)`` does not resolve there (a Megatron critic would
+fail, npu_shim importable there or not), 2 when the probe gave no report (it
+crashed, no Ray cluster answered, or npu_shim is not importable there and the
+critic's engine is not known to fail), else 0, including when verl is not installed.
+
+``--json`` prints one object with these keys (stable; new keys may be added):
+
+- ``npu_shim_version`` (str)
+- ``status``: ``"ok"``, ``"problem"`` (exit 1), ``"not applicable"`` (no verl) or ``"error"`` (exit 2)
+- ``exit_code`` (int): the doctor's exit status
+- ``probed_in`` (str): ``"a fresh interpreter"`` or ``"a Ray worker of the cluster at ..."``
+- ``error`` (str|None): why there is no full report; without npu_shim in the probed interpreter
+  only ``probe``, ``device`` and the ``value_model_megatron_*`` keys are there
+- ``probe``: what start-up did in the probed interpreter: ``python``, ``python_version``, ``pid``,
+  ``environment`` (its ``PYTHONPATH``, ``VERL_USE_EXTERNAL_MODULES``, ``NPU_SHIM_DISABLE``,
+  ``NPU_SHIM_PROPAGATE``, None when unset), ``sitecustomize`` (the file that ran, or None),
+  ``sitecustomize_is_npu_shim`` (bool), ``activated_at_start`` and ``activated_after_verl``
+  (``npu_shim.activated_via()`` then, or None), ``npu_shim_origin`` (where its own sys.path finds
+  npu_shim, or None), ``verl_import_error`` (str|None), ``pythonpath_entries`` (list of
+  ``{"entry", "sitecustomize", "npu_shim"}``), ``report_error`` (str|None)
+- ``routes``: ``{"PYTHONPATH": {"configured": entry|None, "works": bool, "shadowed_by": path|None,
+  "reason": str}, "VERL_USE_EXTERNAL_MODULES": {"configured": bool, "works": bool, "reason": str},
+  "effective": "PYTHONPATH"|"VERL_USE_EXTERNAL_MODULES"|None}``; ``shadowed_by`` is the foreign
+  ``sitecustomize.py`` that ran instead of npu_shim's; a route that is not set up while the other
+  one works also has ``"needed": false``
+- ``verl``: ``{"importable": bool, "version": str|None, "path": str|None, "error": str|None}``
+- ``shim``: ``{"active": bool, "activated_via": "sitecustomize"|"VERL_USE_EXTERNAL_MODULES"|"import"|None,
+  "disabled": bool, "hook_loaded": bool, "failure": str|None, "reason": str|None}``
+- ``layout``: ``{"id": str|None, "description": str|None}``; ids: ``"0.6/0.7"``,
+  ``"pre-#6135 main"``, ``"release/v0.7.1"``, ``"0.8.0"``, ``"native"``, ``"no keyed registry"``,
+  ``"no mindspeed engine"``, ``"unrecognised"``; it describes verl as shipped, before any patch of the shim
+- ``fixes``: list of ``{"fix": str, "verdict": str, "reason": str, "would": str|None}``;
+  ``verdict`` is one of ``"applied"``, ``"already applied"``, ``"native"``,
+  ``"not applicable"``, ``"inactive"``; ``would`` (for ``"inactive"`` only) is
+  what the shim would do there: ``"apply"``, ``"native"`` or ``"not applicable"``
+- ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool}``
+- ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
+- ``device`` (str|None): ``verl.utils.device.get_device_name()``
+- ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)
+- ``registry``: list of ``{"model_type", "backend", "device", "vendor", "class", "origin", "patched"}``;
+  ``origin`` is ``"shim"`` (a class npu_shim added) or ``"upstream"``; ``patched`` is True for an
+  upstream class the shim changed a method of
+- ``value_model_megatron_resolves`` (bool), ``value_model_megatron_class`` (str|None),
+  ``value_model_megatron_error`` (str|None): ``EngineRegistry.get_engine_cls("value_model", "megatron")``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import npu_shim
+
+ERROR = "error"
+FRESH_INTERPRETER = "a fresh interpreter"
+
+
+def environment_as_given() -> dict[str, str]:
+    """This process's environment without what ``import npu_shim`` added to it."""
+    propagation = sys.modules.get("npu_shim.propagation")
+    return propagation.environ_as_given() if propagation is not None else dict(os.environ)
+
+
+def shim_parent() -> str:
+    """The directory that holds this npu_shim package: the probe's way to its report code."""
+    return str(Path(npu_shim.__file__).resolve().parent.parent)
+
+
+def probe_in_fresh_interpreter(timeout: float) -> dict[str, Any]:
+    """The probe's report from ``sys.executable`` started with the caller's environment, as a worker would be."""
+    from npu_shim.doctor import probe
+
+    source = Path(probe.__file__).read_text(encoding="utf-8")
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", source, shim_parent()],
+            env=environment_as_given(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise RuntimeError(f"the probe did not finish within {timeout:g} s") from error
+    lines = completed.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError) as error:
+        raise RuntimeError(f"the probe exited {completed.returncode}: {completed.stderr.strip()[-2000:]}") from error
+
+
+def collect(ray_address: str | None = None, use_ray: bool = False, timeout: float = 600) -> dict[str, Any]:
+    """The doctor's report (the ``--json`` object); see this module's docstring for its keys."""
+    from npu_shim.doctor import ray_probe, routes
+
+    where = ray_probe.where(ray_address) if use_ray else FRESH_INTERPRETER
+    try:
+        if use_ray:
+            report = ray_probe.probe_on_ray(ray_address, timeout, shim_parent())
+        else:
+            report = probe_in_fresh_interpreter(timeout)
+    except RuntimeError as error:
+        report = {"status": ERROR, "exit_code": 2, "error": str(error)}
+    report.update(npu_shim_version=npu_shim.__version__, probed_in=where)
+    report.setdefault("error", None)
+    if "status" not in report:  # the probe ran but could not load npu_shim's report code there
+        report.update(status=ERROR, exit_code=2, error=report["probe"]["report_error"])
+        if report.get("device") == "npu" and not report.get("value_model_megatron_resolves"):
+            report.update(status="problem", exit_code=1)
+    elif "probe" in report:
+        report["routes"] = routes.judge(report)
+    return report
+
+
+def main(
+    as_json: bool = False, ray_address: str | None = None, use_ray: bool = False, timeout: float = 600
+) -> tuple[str, int]:
+    """The report (text, or one JSON object) and the exit status."""
+    from npu_shim.doctor.render import render
+
+    report = collect(ray_address, use_ray, timeout)
+    text = json.dumps(report, indent=2, sort_keys=True) if as_json else render(report)
+    return text, int(report["exit_code"])

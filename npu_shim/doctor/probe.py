@@ -1,0 +1,113 @@
+"""The doctor's probe: what a new interpreter started from a given environment sees.
+
+The doctor runs this file's source in a fresh interpreter (``python -c``) with
+the caller's environment as given, or as a Ray task in a worker of a running
+cluster: the processes where verl builds its engines. It must not change what it
+measures, so it reads the start-up state first, then imports verl as a worker
+would (which activates the shim if ``VERL_USE_EXTERNAL_MODULES`` names it), and
+only then loads npu_shim's own report code, with the shim kept inactive if it
+was not already active. Standard library only until then: npu_shim may not be
+importable here at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from typing import Any
+
+ENV_VARIABLES = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", "NPU_SHIM_DISABLE", "NPU_SHIM_PROPAGATE")
+
+
+def _shim_via() -> str | None:
+    shim = sys.modules.get("npu_shim")
+    return shim.activated_via() if shim is not None and hasattr(shim, "activated_via") else None
+
+
+def _npu_shim_origin() -> str | None:
+    """Where this interpreter's own sys.path finds npu_shim (without importing it), or None."""
+    finder = next((f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"), None)
+    spec = finder.find_spec("npu_shim", sys.path) if finder is not None else None
+    return None if spec is None else spec.origin
+
+
+def start_state() -> dict[str, Any]:
+    """What start-up left: which sitecustomize ran, whether the shim is active, the environment."""
+    sitecustomize = sys.modules.get("sitecustomize")
+    return {
+        "python": sys.executable,
+        "python_version": ".".join(map(str, sys.version_info[:3])),
+        "pid": os.getpid(),
+        "environment": {name: os.environ.get(name) for name in ENV_VARIABLES},
+        "sitecustomize": getattr(sitecustomize, "__file__", None),
+        "sitecustomize_is_npu_shim": bool(getattr(sitecustomize, "__npu_shim_bootstrap__", False)),
+        "activated_at_start": _shim_via(),
+        "npu_shim_origin": _npu_shim_origin(),
+    }
+
+
+def _import_verl() -> str | None:
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
+            import verl  # noqa: F401
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def _import_inactive(shim_parent: str | None) -> None:
+    """Import npu_shim without activating it (when start-up and verl did not): the probe must not change it."""
+    if "npu_shim" in sys.modules:
+        return
+    if _npu_shim_origin() is None and shim_parent:
+        sys.path.append(shim_parent)  # last: it hides nothing of this interpreter's own
+    before = os.environ.get("NPU_SHIM_DISABLE")
+    os.environ["NPU_SHIM_DISABLE"] = "1"
+    try:
+        import npu_shim  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ["NPU_SHIM_DISABLE"]
+        else:
+            os.environ["NPU_SHIM_DISABLE"] = before
+
+
+def _minimal_verl_facts() -> dict[str, Any]:
+    """Without npu_shim here: the device verl sees and whether a Megatron critic's engine resolves."""
+    facts: dict[str, Any] = {"device": None, "value_model_megatron_resolves": False, "value_model_megatron_error": None}
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            from verl.utils.device import get_device_name
+            from verl.workers.engine import EngineRegistry
+
+            facts["device"] = str(get_device_name())
+            EngineRegistry.get_engine_cls("value_model", "megatron")
+    except Exception as error:
+        facts["value_model_megatron_error"] = f"{type(error).__name__}: {error}"
+    else:
+        facts["value_model_megatron_resolves"] = True
+    return facts
+
+
+def probe(shim_parent: str | None = None) -> dict[str, Any]:
+    """The report of ``npu_shim.doctor.verl_state.collect()`` here, plus what start-up and ``import verl`` did."""
+    state = start_state()
+    state["verl_import_error"] = _import_verl()
+    state["activated_after_verl"] = _shim_via()
+    try:
+        _import_inactive(shim_parent)
+        from npu_shim.doctor import routes, verl_state
+    except Exception as error:
+        state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
+        return {"probe": state, **_minimal_verl_facts()}
+    state["report_error"] = None
+    state["pythonpath_entries"] = routes.pythonpath_entries(state["environment"]["PYTHONPATH"])
+    report = verl_state.collect()
+    report["probe"] = state
+    return report
+
+
+if __name__ == "__main__":  # python -c <this source> [SHIM_PARENT]
+    print(json.dumps(probe(sys.argv[1] if len(sys.argv) > 1 else None)))

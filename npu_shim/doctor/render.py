@@ -1,0 +1,103 @@
+"""The doctor's report as text for a terminal: short aligned lines, then the fixes and the registry as tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npu_shim.doctor.routes import PYTHONPATH, VERL_EXTERNAL
+
+
+def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def _route_text(route: dict[str, Any]) -> str:
+    if route.get("needed") is False:  # the other route gives the shim
+        return route["reason"]
+    return ("yes: " if route["works"] else "no: ") + route["reason"]
+
+
+def _torch_npu_text(torch_npu: dict[str, Any]) -> str:
+    if torch_npu["loaded"]:
+        return "loaded" + (" (SIMULATED stand-in)" if torch_npu["simulated"] else "")
+    return "importable, not loaded" if torch_npu["importable"] else "not installed"
+
+
+def _probe_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    probe = report["probe"]
+    lines = [("probed in", f"{report['probed_in']}: {probe['python']} (Python {probe['python_version']})")]
+    if "routes" in report:
+        routes = report["routes"]
+        lines.append(("PYTHONPATH route", _route_text(routes[PYTHONPATH])))
+        lines.append((f"{VERL_EXTERNAL} route", _route_text(routes[VERL_EXTERNAL])))
+    if probe.get("report_error"):
+        lines.append(("report", probe["report_error"]))
+    return lines
+
+
+def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    verl, shim, mindspeed = report["verl"], report["shim"], report["mindspeed"]
+    if verl["importable"]:
+        lines = [("verl", f"{verl['version']} ({verl['path']})")]
+        if verl["error"]:
+            lines.append(("verl error", verl["error"]))
+    else:
+        lines = [("verl", f"not importable ({verl['error']}): npu_shim has nothing to do")]
+    lines.append(("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}"))
+    if report["layout"]["description"]:
+        lines.append(("layout", report["layout"]["description"]))
+    device = str(report["device"])
+    if report["engine_device"] not in (None, report["device"]):
+        device += f" (engines looked up for {report['engine_device']}: VERL_ENGINE_DEVICE)"
+    lines.append(("device", device))
+    lines.append(("torch_npu", _torch_npu_text(report["torch_npu"])))
+    repatch = "importable" if mindspeed["repatch_importable"] else "not importable"
+    lines.append(("mindspeed repatch", repatch + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")))
+    lines.append(("value_model/megatron", _resolution_text(report)))
+    return lines
+
+
+def _resolution_text(report: dict[str, Any]) -> str:
+    if report["value_model_megatron_resolves"]:
+        return f"resolves to {report.get('value_model_megatron_class') or 'an engine class'}"
+    return f"does not resolve: {report['value_model_megatron_error']}"
+
+
+def render(report: dict[str, Any]) -> str:
+    """The whole report as text."""
+    lines = _probe_lines(report) if "probe" in report else []
+    if "verl" in report:
+        lines += _verl_lines(report)
+    elif "device" in report:  # npu_shim was not importable there: the few facts the probe read itself
+        lines.append(("device", str(report["device"])))
+        lines.append(("value_model/megatron", _resolution_text(report)))
+    if report.get("error"):
+        lines.append(("error", report["error"]))
+    lines.append(("status", f"{report['status']} (exit {report['exit_code']})"))
+    width = max(len(label) for label, _ in lines)
+    out = [f"npu_shim {report['npu_shim_version']} doctor: what new interpreters and Ray workers from here get"]
+    out += [f"  {label.ljust(width)}  {value}" for label, value in lines]
+    if report.get("fixes"):
+        out.append("fixes:")
+        rows = [
+            [fix["fix"], fix["verdict"] + (f" (would {fix['would']})" if fix["would"] else ""), fix["reason"]]
+            for fix in report["fixes"]
+        ]
+        out += _table(rows)
+    if report.get("registry"):
+        out.append("registry:")
+        rows = [
+            [
+                row["model_type"],
+                row["backend"],
+                row["device"] if row["vendor"] is None else f"{row['device']}/{row['vendor']}",
+                row["class"],
+                row["origin"] + (", patched" if row["patched"] else ""),
+            ]
+            for row in report["registry"]
+        ]
+        out += _table([["model_type", "backend", "device", "class", "origin"], *rows])
+    return "\n".join(out)

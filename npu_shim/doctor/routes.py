@@ -1,0 +1,102 @@
+"""Which route, if any, gives the shim to new interpreters: judged from what the probe saw.
+
+Two routes reach the processes where verl builds its engines:
+
+- ``PYTHONPATH``: a directory with npu_shim's ``sitecustomize.py`` (the checkout,
+  or ``npu_shim/bootstrap`` of an installed shim) activates it in every interpreter
+  at start-up, unless a foreign ``sitecustomize.py`` comes first (Python runs only
+  the first one it finds) or the bootstrap belongs to another environment;
+- ``VERL_USE_EXTERNAL_MODULES=npu_shim``: ``import verl`` (0.6.0 and later) imports
+  the shim, in exactly the processes that import verl.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import npu_shim
+from npu_shim import VERL_MODULES as VERL_EXTERNAL
+from npu_shim import names_npu_shim
+from npu_shim._chain import is_npu_shim_bootstrap
+
+PYTHONPATH = "PYTHONPATH"
+
+
+def pythonpath_entries(pythonpath: str | None) -> list[dict[str, Any]]:
+    """Each PYTHONPATH entry: the ``sitecustomize.py`` it holds (or None), and whether that is npu_shim's."""
+    entries = []
+    for entry in (pythonpath or "").split(os.pathsep):
+        if not entry:
+            continue
+        candidate = os.path.join(entry, "sitecustomize.py")
+        found = os.path.isfile(candidate)
+        entries.append(
+            {
+                "entry": entry,
+                "sitecustomize": candidate if found else None,
+                "npu_shim": found and is_npu_shim_bootstrap(candidate),
+            }
+        )
+    return entries
+
+
+def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
+    entries = probe.get("pythonpath_entries") or []
+    ours = next((entry["entry"] for entry in entries if entry["npu_shim"]), None)
+    ran = probe["sitecustomize"]
+    shadowed_by = ran if ours is not None and ran and not probe["sitecustomize_is_npu_shim"] else None
+    works = probe["activated_at_start"] == "sitecustomize"
+    if works:
+        reason = f"{ours or ran}: its sitecustomize.py activated the shim at start-up"
+    elif ours is None:
+        reason = f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={npu_shim.bootstrap_dir()}:$PYTHONPATH)"
+    elif disabled:
+        reason = f"{ours} is on PYTHONPATH, but NPU_SHIM_DISABLE is set"
+    elif shadowed_by:
+        reason = (
+            f"{shadowed_by} runs instead of npu_shim's ({ours}): Python runs only the first sitecustomize.py "
+            "on sys.path; put npu_shim's entry first (its own runs the other one after it)"
+        )
+    elif probe["sitecustomize_is_npu_shim"]:
+        reason = (
+            f"{ours} is another environment's bootstrap: npu_shim is not installed for {probe['python']}, "
+            "and the bootstrap adds no environment's packages to another's"
+        )
+    else:
+        reason = f"{ours} is on PYTHONPATH, but no sitecustomize ran (python -S, -E or -I?)"
+    return {"configured": ours, "works": works, "shadowed_by": shadowed_by, "reason": reason}
+
+
+def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -> dict[str, Any]:
+    configured = names_npu_shim(probe["environment"][VERL_EXTERNAL])
+    works = configured and probe["activated_after_verl"] == VERL_EXTERNAL
+    if not configured:
+        reason = f"{VERL_EXTERNAL} does not name npu_shim (export {VERL_EXTERNAL}=npu_shim)"
+    elif works:
+        reason = "import verl imported npu_shim, which activated"
+    elif disabled:
+        reason = "set, but NPU_SHIM_DISABLE is set"
+    elif probe["activated_at_start"] is not None:
+        reason = "set, but the shim was already active from start-up"
+    elif probe["verl_import_error"]:
+        reason = f"import verl failed: {probe['verl_import_error']}"
+    elif probe["npu_shim_origin"] is None:
+        reason = f"npu_shim is not importable by {probe['python']}"
+    else:
+        version = (report.get("verl") or {}).get("version")
+        reason = f"set, but this verl ({version}) did not import it (verl reads {VERL_EXTERNAL} from 0.6.0 on)"
+    return {"configured": configured, "works": works, "reason": reason}
+
+
+def judge(report: dict[str, Any]) -> dict[str, Any]:
+    """The ``routes`` section of the doctor's report, from the probe's report."""
+    probe = report["probe"]
+    disabled = bool((report.get("shim") or {}).get("disabled"))
+    pythonpath = _pythonpath_route(probe, disabled)
+    verl = _verl_route(probe, report, disabled)
+    effective = PYTHONPATH if pythonpath["works"] else VERL_EXTERNAL if verl["works"] else None
+    for name, route in ((PYTHONPATH, pythonpath), (VERL_EXTERNAL, verl)):
+        if effective not in (None, name) and not route["configured"]:  # no hint to set up a second route
+            route.update(needed=False, reason=f"not used (the shim comes by {effective})")
+    return {PYTHONPATH: pythonpath, VERL_EXTERNAL: verl, "effective": effective}

@@ -1,0 +1,142 @@
+"""``python -m npu_shim doctor`` judges the environment it was started in, route by route (synthetic verl).
+
+Each test runs the doctor from a clean environment over a synthetic 0.7.1 tree
+(its device is ``npu``), the shim pip-installed in a directory on PYTHONPATH
+(``site``, importable, but no bootstrap on PYTHONPATH unless a test puts it there).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, clean_env
+
+UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
+
+
+def doctor(pythonpath: list[Path], cwd: Path, *args: str, **env: str) -> tuple[dict[str, Any], int]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args],
+        env=clean_env(pythonpath, **env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert "Traceback" not in completed.stderr, completed.stderr
+    return json.loads(completed.stdout), completed.returncode
+
+
+@pytest.fixture
+def site(installed_shim) -> Path:
+    return installed_shim[1]
+
+
+def test_an_installed_shim_without_a_route_is_a_problem_though_the_doctor_imported_it(site, synthetic, tmp_path):
+    """`python -m npu_shim` imports (and so activates) the shim: the doctor must not count that."""
+    report, status = doctor([site, synthetic("0.7.1")], tmp_path)
+    assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
+    assert report["probed_in"] == "a fresh interpreter"
+    assert report["probe"]["environment"]["PYTHONPATH"] == f"{site}:{synthetic('0.7.1')}"
+    assert report["probe"]["activated_at_start"] is None
+    assert report["shim"]["active"] is False
+    assert report["routes"]["effective"] is None
+    assert report["routes"]["PYTHONPATH"]["configured"] is None
+    assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["configured"] is False
+    assert report["value_model_megatron_error"] == UNKNOWN_DEVICE
+
+
+def test_a_foreign_sitecustomize_that_shadows_the_bootstrap_is_named(site, synthetic, tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "sitecustomize.py").write_text("FOREIGN = True\n")
+    bootstrap = site / "npu_shim" / "bootstrap"
+    report, status = doctor([foreign, bootstrap, site, synthetic("0.7.1")], tmp_path)
+    route = report["routes"]["PYTHONPATH"]
+    assert status == 1
+    assert route["configured"] == str(bootstrap)
+    assert route["works"] is False
+    assert route["shadowed_by"] == str(foreign / "sitecustomize.py")
+    assert str(foreign / "sitecustomize.py") in route["reason"]
+    assert "runs instead of npu_shim's" in route["reason"]
+
+
+def test_the_pythonpath_route(site, synthetic, tmp_path):
+    report, status = doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
+    assert (status, report["status"]) == (0, "ok")
+    assert report["routes"]["effective"] == "PYTHONPATH"
+    assert report["shim"]["activated_via"] == "sitecustomize"
+    assert report["value_model_megatron_resolves"] is True
+
+
+def test_verls_own_route(site, synthetic, tmp_path):
+    report, status = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (status, report["status"]) == (0, "ok")
+    assert report["routes"]["effective"] == "VERL_USE_EXTERNAL_MODULES"
+    assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["works"] is True
+    assert report["probe"]["activated_at_start"] is None
+    assert report["shim"]["activated_via"] == "VERL_USE_EXTERNAL_MODULES"
+
+
+def test_another_environments_bootstrap_is_explained(installed_shim, synthetic, tmp_path):
+    """The checkout runs the doctor; PYTHONPATH holds the bootstrap of a venv this python is not."""
+    _, site = installed_shim
+    report, status = doctor([site / "npu_shim" / "bootstrap", synthetic("0.7.1")], ROOT)
+    route = report["routes"]["PYTHONPATH"]
+    assert status == 1
+    assert route["works"] is False
+    assert "another environment's bootstrap" in route["reason"]
+
+
+def test_without_verl_the_doctor_has_nothing_to_judge(site, tmp_path):
+    report, status = doctor([site], tmp_path)
+    assert (status, report["status"]) == (0, "not applicable")
+    assert report["verl"]["importable"] is False
+
+
+def test_no_ray_cluster_is_an_error_within_the_timeout(site, tmp_path):
+    """`--ray` starts nothing: with no cluster to connect to it says so (exit 2), or that ray is absent."""
+    report, status = doctor([site], tmp_path, "--ray", "127.0.0.1:1", "--timeout", "30", RAY_AUTH_MODE="disabled")
+    assert (status, report["status"]) == (2, "error")
+    assert "ray is not importable" in report["error"] or "could not connect" in report["error"]
+
+
+def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, monkeypatch):
+    """The probe in an interpreter where npu_shim is not importable reads the device and the lookup itself."""
+    source = (ROOT / "npu_shim" / "doctor" / "probe.py").read_text()
+    completed = subprocess.run(
+        [sys.executable, "-c", source],
+        env=clean_env([synthetic("0.7.1")]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    probed = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert "npu_shim is not importable here" in probed["probe"]["report_error"]
+    assert probed["device"] == "npu"
+    assert probed["value_model_megatron_resolves"] is False
+    assert UNKNOWN_DEVICE in probed["value_model_megatron_error"]
+
+    import npu_shim.doctor
+
+    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout: dict(probed))
+    report = npu_shim.doctor.collect()
+    assert (report["status"], report["exit_code"]) == ("problem", 1)
+    assert "npu_shim is not importable here" in report["error"]
+    from npu_shim.doctor.render import render
+
+    assert "does not resolve: AssertionError: Unknown device: npu" in render(report)
+
+
+def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, tmp_path):
+    report, _ = doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
+    verl_route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
+    assert (verl_route["needed"], verl_route["reason"]) == (False, "not used (the shim comes by PYTHONPATH)")

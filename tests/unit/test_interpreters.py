@@ -1,0 +1,122 @@
+"""The start-up files in interpreters other than the shim's own: other versions, other environments.
+
+Every interpreter that sees a PYTHONPATH runs the ``sitecustomize.py`` on it, so
+a container's second Python, a system ``python3`` or a pyenv Python of the same
+minor version run the shim's too. They must start silently and get nothing added
+to their ``sys.path``. The interpreters are the ones pyenv holds on these
+machines; an absent one is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, clean_env, pyenv_python
+
+OLD = ["2.7.18", "3.6.15", "3.7.16", "3.8.18", "3.9.18"]  # older than npu_shim's minimum, 3.10
+SUPPORTED = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"]
+
+# Python 2.7 syntax: what the interpreter's sys.path is, and whether npu_shim started in it.
+STATE = (
+    "import sys, json; s = sys.modules.get('npu_shim'); "
+    "print(json.dumps([sys.path, s.activated_via() if s is not None else None]))"
+)
+
+
+def state(python: Path | str, pythonpath: Path, cwd: Path) -> tuple[list[str], str | None]:
+    # PYTHONDONTWRITEBYTECODE: Python 2.7 would write sitecustomize.pyc into the checkout.
+    completed = subprocess.run(
+        [str(python), "-c", STATE],
+        env=clean_env([pythonpath], PYTHONDONTWRITEBYTECODE="1"),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (completed.returncode, completed.stderr) == (0, ""), f"{python}: {completed.stderr}"
+    path, via = json.loads(completed.stdout)
+    return path, via
+
+
+def assert_nothing_added(python: Path | str, pythonpath: Path, tmp_path: Path) -> None:
+    """With ``pythonpath`` the interpreter's sys.path is what an empty directory there would give, and no shim."""
+    empty = tmp_path / "empty"
+    empty.mkdir(exist_ok=True)
+    with_shim, via = state(python, pythonpath, tmp_path)
+    without, _ = state(python, empty, tmp_path)
+    assert via is None
+    assert [str(empty) if entry == str(pythonpath) else entry for entry in with_shim] == without
+
+
+@pytest.mark.parametrize("version", OLD)
+@pytest.mark.parametrize("route", ["checkout", "installed bootstrap"])
+def test_pythons_older_than_3_10_start_silently_and_unchanged(installed_shim, tmp_path, version, route):
+    _, site = installed_shim
+    pythonpath = ROOT if route == "checkout" else site / "npu_shim" / "bootstrap"
+    assert_nothing_added(pyenv_python(version), pythonpath, tmp_path)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_another_environment_gets_nothing_from_an_installed_bootstrap(installed_shim, tmp_path, version):
+    _, site = installed_shim
+    assert_nothing_added(pyenv_python(version), site / "npu_shim" / "bootstrap", tmp_path)
+
+
+@pytest.mark.parametrize("python", ["test runner's venv", "/usr/bin/python3"])
+def test_a_python_of_the_same_minor_version_in_another_environment_gets_nothing(installed_shim, tmp_path, python):
+    shim_python, site = installed_shim
+    other = sys.executable if python == "test runner's venv" else python
+    if not Path(other).exists():
+        pytest.skip(f"{other} is absent")
+    versions = {
+        subprocess.run(
+            [str(run), "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=True
+        ).stdout
+        for run in (shim_python, other)
+    }
+    if len(versions) != 1:
+        pytest.skip(f"{other} is not the minor version of the shim's venv")
+    assert_nothing_added(other, site / "npu_shim" / "bootstrap", tmp_path)
+
+
+@pytest.mark.parametrize("spelling", ["lib", "lib64"])
+def test_the_installed_bootstrap_activates_in_its_own_environment(installed_shim, tmp_path, spelling):
+    python, site = installed_shim
+    venv = python.parent.parent
+    bootstrap = venv / spelling / site.relative_to(venv / "lib") / "npu_shim" / "bootstrap"
+    if not bootstrap.is_dir():
+        pytest.skip(f"this venv has no {spelling}/ directory")
+    path, via = state(python, bootstrap, tmp_path)
+    assert via == "sitecustomize"
+    assert str(site) in path
+    assert path.count(str(site)) == 1, "site-packages added a second time"
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_the_checkout_route_works_in_every_supported_python(tmp_path, version):
+    path, via = state(pyenv_python(version), ROOT, tmp_path)
+    assert via == "sitecustomize"
+    assert path.count(str(ROOT)) == 1
+
+
+def test_another_environment_still_runs_its_own_later_sitecustomize(installed_shim, tmp_path):
+    _, site = installed_shim
+    own = tmp_path / "own-site"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("OWN = True\n")
+    code = "import sys, sitecustomize; print(getattr(sitecustomize, 'OWN', False), 'npu_shim' in sys.modules)"
+    completed = subprocess.run(
+        [str(pyenv_python("3.12.1")), "-c", code],
+        env=clean_env([site / "npu_shim" / "bootstrap", own]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (completed.returncode, completed.stderr, completed.stdout.split()) == (0, "", ["True", "False"])
