@@ -42,9 +42,9 @@ pass (a failed sanity check exits 1, since the figures would be meaningless).
 
 Usage (with the verl 0.7.1 environment's python; ``make bench`` does the same)::
 
-    .cache/envs/verl-0.7.1-*/bin/python benchmarks/startup.py                 # everything: ~4 min idle, 9 when busy
-    .cache/envs/verl-0.7.1-*/bin/python benchmarks/startup.py --skip-verl     # start-up only
-    .cache/envs/verl-0.7.1-*/bin/python benchmarks/startup.py --rounds 500 --import-rounds 11
+    .cache/envs/verl-0.7.1-????????????/bin/python benchmarks/startup.py             # everything: ~4 min idle, 9 busy
+    .cache/envs/verl-0.7.1-????????????/bin/python benchmarks/startup.py --skip-verl # start-up only
+    .cache/envs/verl-0.7.1-????????????/bin/python benchmarks/startup.py --rounds 500 --import-rounds 11
 
 To see where start-up time goes, compare
 ``PYTHONPATH=<checkout> python -X importtime -c pass`` with the same for an
