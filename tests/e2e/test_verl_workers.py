@@ -14,10 +14,12 @@ workers per role) runs in one only, and ``import`` on one release only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -81,20 +83,25 @@ def drive(mode: str, workers: int, directory: Path) -> Scenario:
     plan_file = directory / f"{mode}-plan.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
     base = clean_env([ROOT] if mode == "sitecustomize" else [], RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    # a session of its own, so that a driver that overruns is ended with the Ray processes it started
+    driver = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("driver.py")), str(plan_file)],
+        env=simulated_npu_env(base, repatch_log=log),
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        completed = subprocess.run(
-            [sys.executable, str(Path(__file__).with_name("driver.py")), str(plan_file)],
-            env=simulated_npu_env(base, repatch_log=log),
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=DRIVER_TIMEOUT,
-            check=False,
-        )
+        stdout, stderr = driver.communicate(timeout=DRIVER_TIMEOUT)
     finally:
+        with contextlib.suppress(ProcessLookupError):  # the driver if it overran, any Ray process it left behind
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
         shutil.rmtree(ray_temp_dir, ignore_errors=True)
-    assert completed.returncode == 0, f"{mode} driver failed:\n{completed.stderr[-6000:]}"
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert driver.returncode == 0, f"{mode} driver failed:\n{stderr[-6000:]}"
+    report = json.loads(stdout.strip().splitlines()[-1])
     return Scenario(workers, report, read_repatch_log(log))
 
 
