@@ -116,11 +116,11 @@ def ray_npu_resources(workers: int = 1) -> dict[str, Any]:
     """Keyword arguments for ``ray.init`` so that verl can place ``workers`` NPU workers on a CPU machine.
 
     On the ``npu`` device verl's ``RayResourcePool`` asks one placement-group bundle
-    ``{"CPU": 3, "NPU": 1}`` per worker (3 is the trainer's ``max_colocate_count``) and each
-    actor ``resources={"NPU": 1/3}``; one CPU more for what verl starts outside the bundles
-    (the worker group's register-center actor). Ray's resources are counted, not measured.
+    ``{"CPU": 3, "NPU": 1}`` per worker (3 is the ``max_colocate_count`` of the trainer's
+    ``ResourcePoolManager``); the worker groups of up to three roles share those bundles, each
+    actor taking ``resources={"NPU": 1/3}``. Ray's resources are counted, not measured.
     """
-    return {"num_cpus": 3 * workers + 1, "resources": {"NPU": workers}}
+    return {"num_cpus": 3 * workers, "resources": {"NPU": workers}}
 
 
 def tiny_model_dir(directory: str | os.PathLike[str], architecture: str = "Qwen2ForCausalLM") -> str:

@@ -76,7 +76,7 @@ def drive(mode: str, workers: int, directory: Path) -> Scenario:
             "value_model": tiny_model_dir(directory / "critic", "Qwen2ForTokenClassification"),
             "language_model": tiny_model_dir(directory / "actor", "Qwen2ForCausalLM"),
         },
-        "ray_init": ray_npu_resources(workers * 2),  # two worker groups share the pool's bundles
+        "ray_init": ray_npu_resources(workers),  # the two roles' worker groups share the pool's bundles
         "ray_temp_dir": ray_temp_dir,
         "timeout": DRIVER_TIMEOUT - 60,
     }
