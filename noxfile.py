@@ -27,19 +27,24 @@ TEST_TOOLS = ["pytest==9.2.0", "wrapt==2.5.2"]
 
 # The smallest pip sets that work, per environment (see ../shared/verl-facts.md), named
 # "<verl release>" or "<verl release>-<what differs>":
-# 0.6-0.8 need numpy<2 and pyarrow 26 needs numpy>=2; 0.6.1 breaks on transformers 5.
+# 0.6-0.8 need numpy<2 and pyarrow 26 needs numpy>=2. On an NPU, verl 0.6.1's role workers
+# import pad_input from transformers' NPU flash-attention module, gone in transformers 4.55,
+# which imports einops there. verl 0.8.0's workers and trainer import uvicorn, fastapi and
+# cachetools without requiring them (an inference engine usually brings them).
 VERL_PINS: dict[str, list[str]] = {
-    "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<5"],
+    "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<4.55", "einops"],
     "0.7.1": ["verl==0.7.1", TORCH, MEGATRON, "pyarrow<26"],
     # verl's own v0.7.1 Ascend image pairs it with MindSpeed 2.3.0_core_r0.12.1, hence Megatron 0.12.1.
     "0.7.1-mcore0.12": ["verl==0.7.1", TORCH, "megatron-core==0.12.1", "pyarrow<26"],
-    "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, "pyarrow<26"],
+    "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, "pyarrow<26", "uvicorn", "fastapi", "cachetools"],
     "0.9.1": ["verl==0.9.1", TORCH, MEGATRON],
 }
 # The tests whose outcome depends on Megatron itself, for the second Megatron of a release.
 MEGATRON_DEPENDENT = ["tests/matrix/test_matrix.py", "tests/matrix/test_context_parallel.py", "tests/kit"]
 AFFECTED = ("0.6.1", "0.7.1")
 DEMO_VERL = "0.7.1"
+# verl's own workers in Ray actors (tests/e2e, 1-3.5 min a release): where the error is met, and 0.8.0
+E2E_VERL = ("0.6.1", "0.7.1", "0.8.0")
 
 nox.options.sessions = ["lint", "unit", "matrix"]
 nox.options.error_on_missing_interpreters = True
@@ -94,7 +99,8 @@ def matrix(session: nox.Session, verl: str) -> None:
     # tests hardly depend on verl, and the Ray tests start a local cluster (~1 min): once each,
     # on the release the demo uses, is enough.
     once = ["tests/kit", "tests/ray"] if verl == DEMO_VERL else []
-    paths = MEGATRON_DEPENDENT if variant else ["tests/matrix", *once]
+    e2e = ["tests/e2e"] if verl in E2E_VERL else []
+    paths = MEGATRON_DEPENDENT if variant else ["tests/matrix", *once, *e2e]
     session.run(
         str(python),
         "-m",

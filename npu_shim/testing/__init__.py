@@ -17,6 +17,11 @@ packages on ``sys.path``; a ``torch.backends`` entry point next to the stand-in
 
 - In a script: ``simulate_npu()`` before importing verl.
 - For child processes (Ray workers included): ``env = simulated_npu_env()``.
+- verl's own workers on a local Ray cluster: ``ray.init(**ray_npu_resources(workers))`` gives
+  the ``NPU`` resource verl's ``RayWorkerGroup(device_name="npu")`` asks for; the stand-in
+  ``torch_npu`` registers an ``hccl`` process-group backend (gloo underneath) for the
+  ``init_process_group("cpu:gloo,npu:hccl")`` of verl's workers; ``tiny_model_dir()`` writes a
+  config-only Hugging Face model for ``HFModelConfig(path=..., load_tokenizer=False)``.
 - In pytest: ``pytest_plugins = ["npu_shim.testing.pytest_plugin"]`` gives the
   fixtures ``simulated_npu`` and ``repatch_calls``.
 """
@@ -36,11 +41,13 @@ REPATCH_LOG_VARIABLE = "NPU_SHIM_SIM_REPATCH_LOG"
 __all__ = [
     "SIMULATED_DIR",
     "fresh_mindspeed",
+    "ray_npu_resources",
     "read_repatch_log",
     "repatch_calls",
     "ring_state",
     "simulate_npu",
     "simulated_npu_env",
+    "tiny_model_dir",
 ]
 
 
@@ -103,3 +110,38 @@ def read_repatch_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     return [json.loads(line) for line in text.splitlines() if line]
+
+
+def ray_npu_resources(workers: int = 1) -> dict[str, Any]:
+    """Keyword arguments for ``ray.init`` so that verl can place ``workers`` NPU workers on a CPU machine.
+
+    On the ``npu`` device verl's ``RayResourcePool`` asks one placement-group bundle
+    ``{"CPU": 3, "NPU": 1}`` per worker (3 is the ``max_colocate_count`` of the trainer's
+    ``ResourcePoolManager``); the worker groups of up to three roles share those bundles, each
+    actor taking ``resources={"NPU": 1/3}``. Ray's resources are counted, not measured.
+    """
+    return {"num_cpus": 3 * workers, "resources": {"NPU": workers}}
+
+
+def tiny_model_dir(directory: str | os.PathLike[str], architecture: str = "Qwen2ForCausalLM") -> str:
+    """Write a config-only Hugging Face model (no weights, no tokenizer) into ``directory``; return its path.
+
+    Enough for ``HFModelConfig(path=..., load_tokenizer=False)`` and for building verl's engines and
+    workers, which read the config; ``...ForTokenClassification`` for a critic (value model).
+    """
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    config = {
+        "architectures": [architecture],
+        "model_type": "qwen2",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+        "max_position_embeddings": 128,
+        "torch_dtype": "bfloat16",
+    }
+    (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return str(path)

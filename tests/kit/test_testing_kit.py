@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
-from helpers import ROOT, clean_env
+from helpers import ROOT, clean_env, run_python
+from probe import free_port
 
 from npu_shim.testing import read_repatch_log, simulated_npu_env
 
@@ -46,15 +45,7 @@ def test_a_plain_script_and_its_children(tmp_path):
     env = simulated_npu_env(repatch_log={str(log)!r})
     subprocess.run([sys.executable, "-c", child], env=env, check=True)
     """
-    completed = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        env=clean_env(),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
+    completed = run_python(textwrap.dedent(script), clean_env(), cwd=tmp_path, timeout=300)
     assert completed.stdout.split() == ["npu"]
     calls = read_repatch_log(log)
     assert [call["config"] for call in calls] == [{"context_parallel_size": 2}]
@@ -64,3 +55,22 @@ def test_simulated_npu_env_keeps_the_callers_environment():
     env = simulated_npu_env({"PATH": "/bin", "PYTHONPATH": "/mine"})
     assert env["PATH"] == "/bin"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == "/mine"
+
+
+def test_verl_workers_process_group_runs_on_the_simulated_hccl(tmp_path):
+    """verl's workers call init_process_group("cpu:gloo,npu:hccl"): the stand-in torch_npu registers hccl."""
+    script = f"""
+    import os, sys
+    sys.path.insert(0, {str(ROOT)!r})
+    from npu_shim.testing import simulate_npu
+    simulate_npu()
+    import torch
+    from verl.utils.distributed import initialize_global_process_group_ray
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{free_port()}", RANK="0", WORLD_SIZE="1")
+    initialize_global_process_group_ray()
+    values = torch.ones(2)
+    torch.distributed.all_reduce(values, group=torch.distributed.new_group([0]))
+    print(torch.distributed.get_backend(), values.tolist())
+    """
+    completed = run_python(textwrap.dedent(script), clean_env(), cwd=tmp_path, timeout=300)
+    assert completed.stdout.splitlines()[-1] == "cpu:gloo,npu:hccl [1.0, 1.0]"

@@ -46,23 +46,12 @@ def verl_files_digest() -> str:
     return digest.hexdigest()
 
 
-def tiny_hf_model(directory: Path, architecture: str) -> str:
-    """A config-only Hugging Face model directory: engine constructors read the config, not weights."""
-    directory.mkdir(parents=True, exist_ok=True)
-    config = {
-        "architectures": [architecture],
-        "model_type": "qwen2",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "num_hidden_layers": 2,
-        "vocab_size": 256,
-        "max_position_embeddings": 128,
-        "torch_dtype": "bfloat16",
-    }
-    (directory / "config.json").write_text(json.dumps(config))
-    return str(directory)
+def testing_kit() -> Any:
+    """``npu_shim.testing`` loaded from its file (standard library only): importing the package activates the shim."""
+    spec = importlib.util.spec_from_file_location("npu_shim_testing_kit", ROOT / "npu_shim" / "testing" / "__init__.py")
+    kit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kit)
+    return kit
 
 
 def free_port() -> int:
@@ -105,7 +94,8 @@ def build_engine(model_type: str, override: dict, model_dir: Path, context_paral
     from verl.workers.engine import EngineRegistry
 
     architecture = "Qwen2ForTokenClassification" if model_type == "value_model" else "Qwen2ForCausalLM"
-    model_config = HFModelConfig(path=tiny_hf_model(model_dir / architecture, architecture), load_tokenizer=False)
+    model_path = testing_kit().tiny_model_dir(model_dir / architecture, architecture)  # config only: no weights
+    model_config = HFModelConfig(path=model_path, load_tokenizer=False)
     engine_config = McoreEngineConfig(context_parallel_size=context_parallel_size, override_transformer_config=override)
     user_config_before = copy.deepcopy(engine_config.override_transformer_config)
     optimizer_config = McoreOptimizerConfig(lr=1e-6)

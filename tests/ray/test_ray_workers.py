@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 from helpers import ROOT, clean_env
 
 from npu_shim.testing import SIMULATED_DIR
@@ -57,28 +56,12 @@ def drive(setup: str, tmp_path, **env: str) -> list[str]:
 RAY_INIT = "ray.init(num_cpus=2, include_dashboard=False, _node_ip_address='127.0.0.1'{extra})\n"
 
 
-@pytest.mark.parametrize(
-    ("how", "setup", "env"),
-    [
-        ("import npu_shim in the driver", "import npu_shim\nimport ray\n" + RAY_INIT.format(extra=""), {}),
-        (
-            "runtime_env helper, driver environment clean",
-            "import npu_shim.propagation\nimport ray\n"
-            + RAY_INIT.format(extra=", runtime_env=npu_shim.propagation.ray_runtime_env()"),
-            {"NPU_SHIM_PROPAGATE": "0"},
-        ),
-    ],
-    ids=["import", "runtime_env"],
-)
-def test_an_actor_resolves_the_shims_value_engine(tmp_path, how, setup, env):
-    name, activated_via, actor_pid, driver_pid = drive(setup, tmp_path, **env)
-    assert name == "MindspeedEngineWithValueHead", how
-    assert activated_via == "sitecustomize", how
+def test_an_actor_gets_the_shim_from_the_runtime_env_helper_alone(tmp_path):
+    # import npu_shim in the driver, and no shim at all, are covered with verl's own workers in tests/e2e.
+    setup = "import npu_shim.propagation\nimport ray\n" + RAY_INIT.format(
+        extra=", runtime_env=npu_shim.propagation.ray_runtime_env()"
+    )
+    name, activated_via, actor_pid, driver_pid = drive(setup, tmp_path, NPU_SHIM_PROPAGATE="0")
+    assert name == "MindspeedEngineWithValueHead"
+    assert activated_via == "sitecustomize"
     assert actor_pid != driver_pid
-
-
-def test_without_the_shim_the_actor_fails_as_upstream_reports(tmp_path):
-    setup = "import ray\n" + RAY_INIT.format(extra="")
-    name, activated_via, _, _ = drive(setup, tmp_path)
-    assert name == "Unknown device: npu for model_type: value_model and backend: megatron"
-    assert activated_via is None

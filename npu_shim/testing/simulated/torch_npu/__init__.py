@@ -2,7 +2,8 @@
 
 It registers an ``npu`` device with torch (``rename_privateuse1_backend`` plus a
 device module that says one is available) so that code which branches on
-"is there an Ascend NPU?" takes its NPU path on a CPU-only machine. Every
+"is there an Ascend NPU?" takes its NPU path on a CPU-only machine, and an
+``hccl`` process-group backend that is gloo underneath (CPU ranks only). Every
 ``torch_npu.npu_*`` kernel is a callable that raises: nothing runs on the device.
 """
 
@@ -27,6 +28,16 @@ from torch_npu import npu  # noqa: E402
 if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", npu)
+
+
+def _gloo_as_hccl(store: Any, rank: int, world_size: int, timeout: Any) -> Any:
+    return torch.distributed.ProcessGroupGloo(store, rank, world_size, timeout)
+
+
+# The real torch_npu registers its HCCL process-group backend at import; verl's workers then ask for
+# init_process_group("cpu:gloo,npu:hccl"). Here "hccl" is gloo underneath, so collectives run on CPU ranks.
+if torch.distributed.is_available() and "hccl" not in torch.distributed.Backend.backend_list:
+    torch.distributed.Backend.register_backend("hccl", _gloo_as_hccl, devices=["npu"])
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,220 @@
+"""Where users meet the error: verl's own critic worker, in a Ray actor spawned by verl's own RayWorkerGroup.
+
+Each scenario is one fresh driver (driver.py) on a local Ray cluster that offers a
+simulated ``NPU`` resource; it builds the critic (``value_model``) and the actor role
+(``language_model``) as ``RayPPOTrainer.init_workers`` does, one worker group each, and
+reports what every actor built. The MindSpeed stand-in logs each ``repatch`` call with its
+process id, so "repatched once in that actor, before the parallel state" is read per actor.
+
+Activations: ``none``; ``sitecustomize`` (the checkout on PYTHONPATH, so every interpreter
+starts with the shim); ``import`` (``import npu_shim`` in the driver only: actors get it from
+the PYTHONPATH it exports). Each scenario costs 25-70 s here, so context parallelism 2 (two
+workers per role) runs in one only, and 0.8.0 (fixed upstream) runs with the shim only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, clean_env, run_python
+
+from npu_shim.testing import ray_npu_resources, read_repatch_log, simulated_npu_env, tiny_model_dir
+
+VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
+AFFECTED = VERL in ("0.6.1", "0.7.1")
+# activation -> workers per role (= context-parallel size)
+SCENARIOS: dict[str, dict[str, int]] = {
+    "0.6.1": {"none": 1, "sitecustomize": 1, "import": 1},
+    "0.7.1": {"none": 1, "sitecustomize": 2, "import": 1},
+    "0.8.0": {"sitecustomize": 1},  # native engines; tests/matrix compares 0.8.0 with and without the shim
+}
+MODES = list(SCENARIOS.get(VERL, {}))
+UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_model and backend: megatron"
+MINDSPEED = "verl.workers.engine.mindspeed.transformer_impl."
+NO_RING = {"intra_window": None, "inter_window_kv": None, "inter_window_dkv": None}
+DRIVER_TIMEOUT = 600  # seconds; a scenario takes 40-60 s on this machine kind
+
+pytestmark = pytest.mark.skipif(not MODES, reason=f"the e2e layer runs on verl {', '.join(SCENARIOS)}")
+
+
+@dataclass
+class Scenario:
+    workers: int
+    report: dict[str, Any]
+    repatch_calls: list[dict[str, Any]]
+
+    def role(self, model_type: str) -> dict[str, Any]:
+        return self.report["roles"][model_type]
+
+    def calls_in(self, pid: int) -> list[dict[str, Any]]:
+        return [call for call in self.repatch_calls if call["pid"] == pid]
+
+
+def drive(mode: str, workers: int, directory: Path) -> Scenario:
+    """Run driver.py under one activation in a fresh interpreter with a clean environment."""
+    log = directory / f"{mode}-repatch.jsonl"
+    ray_temp_dir = tempfile.mkdtemp(prefix="r", dir="/tmp")  # Ray's socket paths must stay under ~107 characters
+    plan = {
+        "mode": mode,
+        "root": str(ROOT),
+        "roles": ["value_model", "language_model"],
+        "workers": workers,
+        "context_parallel_size": workers,
+        "models": {
+            "value_model": tiny_model_dir(directory / "critic", "Qwen2ForTokenClassification"),
+            "language_model": tiny_model_dir(directory / "actor", "Qwen2ForCausalLM"),
+        },
+        "ray_init": ray_npu_resources(workers),  # the two roles' worker groups share the pool's bundles
+        "ray_temp_dir": ray_temp_dir,
+        "timeout": DRIVER_TIMEOUT - 60,
+    }
+    plan_file = directory / f"{mode}-plan.json"
+    plan_file.write_text(json.dumps(plan), encoding="utf-8")
+    base = clean_env([ROOT] if mode == "sitecustomize" else [], RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    # a session of its own, so that a driver that overruns is ended with the Ray processes it started
+    driver = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("driver.py")), str(plan_file)],
+        env=simulated_npu_env(base, repatch_log=log),
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = driver.communicate(timeout=DRIVER_TIMEOUT)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the driver if it overran, any Ray process it left behind
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        shutil.rmtree(ray_temp_dir, ignore_errors=True)
+    assert driver.returncode == 0, f"{mode} driver failed:\n{stderr[-6000:]}"
+    report = json.loads(stdout.strip().splitlines()[-1])
+    return Scenario(workers, report, read_repatch_log(log))
+
+
+def port_race(run: Scenario) -> bool:
+    """verl picks its master port by binding port 0 and closing the socket; the rank-0 worker binds it again
+    later, and on a busy machine another process can take it in between (EADDRINUSE in the actor)."""
+    return any("EADDRINUSE" in role.get("error", "") for role in run.report["roles"].values())
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory):
+    """mode -> its Scenario, each driver run once per module however many tests read it (a failure too)."""
+    cache: dict[str, Scenario | AssertionError] = {}
+
+    def get(mode: str) -> Scenario:
+        if mode not in cache:
+            try:
+                run = drive(mode, SCENARIOS[VERL][mode], tmp_path_factory.mktemp(mode))
+                if port_race(run):  # once more, in a new cluster: not an outcome of the shim or of verl's engines
+                    run = drive(mode, SCENARIOS[VERL][mode], tmp_path_factory.mktemp(mode))
+                cache[mode] = run
+            except AssertionError as failure:
+                cache[mode] = failure
+        result = cache[mode]
+        if isinstance(result, AssertionError):
+            raise result
+        return result
+
+    return get
+
+
+def ring(rank: int) -> dict[str, list[int]]:
+    return {"intra_window": [rank], "inter_window_kv": [0, 1], "inter_window_dkv": [0, 1]}
+
+
+def assert_built_and_repatched_once(run: Scenario, model_type: str, engine: str, *, after_mesh: bool) -> None:
+    """Every rank of the role built ``engine``; MindSpeed was asked once in that actor, before (or after) the mesh."""
+    reports = run.role(model_type).get("reports")
+    assert reports, f"{model_type} was not built: {run.role(model_type).get('error', '')[-3000:]}"
+    assert [report["rank"] for report in reports] == list(range(run.workers))
+    expected_config = {"use_flash_attn": True, **({"context_parallel_size": run.workers} if run.workers > 1 else {})}
+    for report in reports:
+        assert report["engine"] == engine
+        assert report["pid"] != run.report["driver_pid"]  # built in a Ray actor, not in the driver
+        calls = run.calls_in(report["pid"])
+        assert [call["parallel_state_initialized"] for call in calls] == [after_mesh], calls
+        assert calls[0]["config"] == expected_config
+        # MindSpeed builds the CP ring only when its repatch came before Megatron's parallel state
+        assert report["ring_state"] == (ring(report["rank"]) if run.workers > 1 and not after_mesh else NO_RING)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_workers_run_in_ray_actors_on_the_simulated_npu(scenario, mode):
+    run = scenario(mode)
+    assert run.report["driver_device"] == "npu"
+    assert run.report["driver_shim"] == {"none": None, "sitecustomize": "sitecustomize", "import": "import"}[mode]
+    for role in run.report["roles"].values():
+        for report in role.get("reports", []):
+            assert report["device"] == "npu"
+            assert report["backend"] == "cpu:gloo,npu:hccl"  # verl's own init_process_group, on the kit's hccl
+            # in an actor the shim starts from the bootstrap sitecustomize, whichever way the driver got it
+            assert report["shim_activated_via"] == (None if mode == "none" else "sitecustomize")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_critic(scenario, mode):
+    run = scenario(mode)
+    if AFFECTED and mode == "none":
+        role = run.role("value_model")
+        assert "reports" not in role, "the critic was built without the shim: the test no longer reaches the error"
+        error = role["error"]
+        assert error.rstrip().splitlines()[-1] == UNKNOWN_DEVICE
+        actor_pid = int(re.search(r"\bpid=(\d+)", error).group(1))
+        assert actor_pid != run.report["driver_pid"]
+        assert not run.calls_in(actor_pid)  # it died before any engine existed
+        if VERL == "0.6.1":  # the role worker builds its engine in a method; the call raised
+            assert role["error_type"] == "RayTaskError(AssertionError)"
+            assert re.search(r'verl/workers/roles/critic\.py", line \d+, in _build_engine', error)
+        else:  # TrainingWorker builds it in __init__: the actor died in its creation task
+            assert role["error_type"] == "ActorDiedError"
+            assert re.search(r'verl/workers/engine_workers\.py", line \d+, in __init__', error)
+        return
+    assert_built_and_repatched_once(run, "value_model", MINDSPEED + "MindspeedEngineWithValueHead", after_mesh=False)
+    assert all(report["engine_added_by_npu_shim"] is AFFECTED for report in run.role("value_model")["reports"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_actor_role(scenario, mode):
+    run = scenario(mode)
+    # verl 0.6/0.7 repatch at the end of the LM engine's __init__, after the parallel state exists
+    after = AFFECTED and mode == "none"
+    assert_built_and_repatched_once(run, "language_model", MINDSPEED + "MindspeedEngineWithLMHead", after_mesh=after)
+    assert not any(report["engine_added_by_npu_shim"] for report in run.role("language_model")["reports"])
+
+
+STOCK_CRITIC = """
+import json
+from omegaconf import OmegaConf
+from verl.trainer.main_ppo import TaskRunner
+
+runner = TaskRunner()
+runner.add_critic_worker(OmegaConf.create({"critic": {"strategy": "megatron"}, "trainer": {}}))
+(role, remote), = runner.role_worker_mapping.items()
+worker = remote.__ray_actor_class__  # what ray.remote(...) wraps; nothing is started
+print(json.dumps([str(role), f"{worker.__module__}.{worker.__qualname__}"]))
+"""
+
+
+def test_the_stock_trainer_maps_a_megatron_critic(tmp_path):
+    """Who meets the error: 0.8.0's trainer (and main before #6135) sends a Megatron critic to TrainingWorker;
+    0.6/0.7's sends it to the legacy worker, which never asks the engine registry."""
+    run = run_python(STOCK_CRITIC, simulated_npu_env(clean_env()), cwd=tmp_path)
+    role, worker = run.report
+    assert role == "critic"
+    legacy = "verl.workers.megatron_workers.CriticWorker"
+    assert worker == (legacy if AFFECTED else "verl.workers.engine_workers.TrainingWorker")
