@@ -1,16 +1,19 @@
 """The README's main job: verl 0.7.1 on a SIMULATED Ascend NPU, without and with npu_shim.
 
-Run it with ``make demo`` (builds the verl 0.7.1 environment on first use). Two
-fresh interpreters run tests/matrix/probe.py: one without the shim, one with the
-checkout on PYTHONPATH (the container set-up). Each builds verl's Megatron critic
-and actor engines for real, with real megatron-core on one gloo rank; the NPU is
-npu_shim.testing's stand-in torch_npu, and MindSpeed is a stand-in whose
-``repatch`` records when and with what it was called.
+Run it with ``make demo`` (builds the verl 0.7.1 environment on first use). Fresh
+interpreters run tests/matrix/probe.py without the shim and with the checkout on
+PYTHONPATH (the container set-up): one gloo rank each, then two ranks each with
+context parallelism 2. They build verl's Megatron critic and actor engines for
+real, with real megatron-core; the NPU is npu_shim.testing's stand-in torch_npu,
+and MindSpeed its stand-in, which records each ``repatch`` and, as MindSpeed does,
+builds the context-parallel ring only if that repatch came before Megatron's
+parallel state.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from npu_shim.testing import SIMULATED_DIR  # noqa: E402
 
 
-def probe(mode: str, directory: Path) -> subprocess.Popen[str]:
+def probe(mode: str, output: Path, *rank: str, **env: str) -> subprocess.Popen[str]:
     import os
 
     pythonpath = [str(ROOT), SIMULATED_DIR] if mode == "sitecustomize" else [SIMULATED_DIR]
@@ -31,15 +34,42 @@ def probe(mode: str, directory: Path) -> subprocess.Popen[str]:
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", ""),
         "PYTHONPATH": os.pathsep.join(pythonpath),
+        **env,
     }
     return subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "matrix" / "probe.py"), mode, str(directory / f"{mode}.json")],
+        [sys.executable, str(ROOT / "tests" / "matrix" / "probe.py"), mode, str(output), *rank],
         env=env,
-        cwd=directory,
+        cwd=output.parent,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def free_port() -> int:
+    # not tests/helpers.py: verl's wheel installs a top-level `tests` package that shadows ours
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def two_ranks(mode: str, directory: Path) -> list[tuple[subprocess.Popen[str], Path]]:
+    port = str(free_port())
+    outputs = [directory / f"{mode}-cp-{rank}.json" for rank in (0, 1)]
+    return [
+        (probe(mode, output, "--rank", str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port), output)
+        for rank, output in enumerate(outputs)
+    ]
+
+
+def ring_line(ranks: list[dict[str, Any]], engine: str) -> str:
+    builds = [report["engines"][f"{engine}/defaults"] for report in ranks]
+    if "error" in builds[0]:
+        return "not built: " + builds[0]["error"].split(":", 1)[0]
+    rings = {str(build["ring_state"]["inter_window_kv"]) for build in builds}
+    if rings == {"None"}:
+        return "built, NO ring: repatch came after the mesh"
+    return f"built, ring {' / '.join(sorted(rings))} on both ranks"
 
 
 def engine_line(engine: dict[str, Any]) -> str:
@@ -65,27 +95,35 @@ def rows(report: dict[str, Any]) -> list[str]:
 
 
 def main() -> int:
-    print("npu_shim demo: verl 0.7.1 from PyPI, real megatron-core, one gloo rank on this CPU.")
-    print("The Ascend NPU is SIMULATED (npu_shim.testing's stand-in torch_npu; MindSpeed is a recording stand-in).")
-    print("Building both engines without and with the shim (two interpreters, ~20-60 s) ...\n", flush=True)
+    print("npu_shim demo: verl 0.7.1 from PyPI, real megatron-core, gloo ranks on this CPU.")
+    print("The Ascend NPU is SIMULATED (npu_shim.testing's stand-ins for torch_npu and MindSpeed).")
+    print("Building both engines without and with the shim (six interpreters, ~30-90 s) ...\n", flush=True)
+    modes = ("none", "sitecustomize")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        children = {mode: probe(mode, directory) for mode in ("none", "sitecustomize")}
-        reports = {}
-        for mode, child in children.items():
-            _, stderr = child.communicate(timeout=900)
-            if child.returncode != 0:
-                print(f"the {mode!r} run failed:\n{stderr}", file=sys.stderr)
-                return 1
-            reports[mode] = json.loads((directory / f"{mode}.json").read_text())
+        one_rank = {mode: [(probe(mode, directory / f"{mode}.json"), directory / f"{mode}.json")] for mode in modes}
+        if not (reports := collect(one_rank)):
+            return 1
+        cp_ranks = {mode: two_ranks(mode, directory) for mode in modes}
+        if not (cp_reports := collect(cp_ranks)):
+            return 1
     labels = [
         'get_engine_cls("value_model", "megatron")',
         "critic: EngineRegistry.new(value_model)",
         "actor: EngineRegistry.new(language_model)",
         "actor: user's override_transformer_config",
         "verl's files on disk",
+        "critic, CP=2 on 2 ranks: MindSpeed's ring",
+        "actor, CP=2 on 2 ranks: MindSpeed's ring",
     ]
-    before, after = rows(reports["none"]), rows(reports["sitecustomize"])
+    before, after = (
+        [
+            *rows(reports[mode][0]),
+            *(ring_line(cp_reports[mode], engine) for engine in ("value_model", "language_model")),
+        ]
+        for mode in modes
+    )
+    reports = {mode: runs[0] for mode, runs in reports.items()}
     width = [max(map(len, column)) for column in (labels, before)]
     corner = f"device verl sees: {reports['none']['device']}"
     print(f"{corner:<{width[0]}}  {'without npu_shim':<{width[1]}}  with npu_shim")
@@ -97,6 +135,19 @@ def main() -> int:
     for outcome in reports["sitecustomize"]["outcomes"]:
         print(f"  {outcome['fix']:<24} {outcome['verdict']:<15} {outcome['reason']}")
     return 0
+
+
+def collect(children: dict[str, list[tuple[subprocess.Popen[str], Path]]]) -> dict[str, list[dict[str, Any]]]:
+    """mode -> the reports of its processes; empty if one failed (said on stderr)."""
+    reports: dict[str, list[dict[str, Any]]] = {}
+    for mode, runs in children.items():
+        for child, output in runs:
+            _, stderr = child.communicate(timeout=900)
+            if child.returncode != 0:
+                print(f"the {mode!r} run failed:\n{stderr}", file=sys.stderr)
+                return {}
+            reports.setdefault(mode, []).append(json.loads(output.read_text()))
+    return reports
 
 
 if __name__ == "__main__":
