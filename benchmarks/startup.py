@@ -17,10 +17,10 @@ temporary empty working directory):
    - ``empty-sc``: an empty ``sitecustomize.py``, the floor of any sitecustomize shim;
    - ``shim-sc``: PYTHONPATH=<checkout>, the checkout's ``sitecustomize.py``;
    - ``shim-bootstrap``: the installed entry point, ``<site>/npu_shim/bootstrap`` with ``<site>`` (a
-     directory holding a link to the package) on sys.path too, as site-packages is;
+     directory holding a copy of the package, as pip installs it) on sys.path too, as site-packages is;
    - ``other-env``: the same bootstrap in an interpreter whose sys.path lacks ``<site>`` (another
      environment's), where it activates nothing;
-   - ``import-shim``: ``-c "import npu_shim"`` with no sitecustomize (a symlinked package);
+   - ``import-shim``: ``-c "import npu_shim"`` with no sitecustomize (that copy of the package);
    - ``naive-wrapt``: a ``sitecustomize.py`` that does ``import wrapt``, the design the lazy one avoids;
    - ``empty-sc-site``: ``empty-sc`` with ``<site>`` on PYTHONPATH too, the floor for ``shim-bootstrap``.
 
@@ -61,6 +61,7 @@ import os
 import platform
 import random
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -160,12 +161,13 @@ def timed(variant: Variant, code: str, cwd: Path) -> int:
 def make_startup_variants(tmp: Path) -> list[Variant]:
     empty_sc = tmp / "empty-sc"
     wrapt_sc = tmp / "wrapt-sc"
-    link_dir = tmp / "link"
-    for directory in (empty_sc, wrapt_sc, link_dir):
+    link_dir = tmp / "site"
+    for directory in (empty_sc, wrapt_sc):
         directory.mkdir()
     (empty_sc / "sitecustomize.py").write_text("")
     (wrapt_sc / "sitecustomize.py").write_text("import wrapt\n")
-    (link_dir / "npu_shim").symlink_to(PACKAGE, target_is_directory=True)
+    # a copy, not a link: every import through a symlinked directory pays for resolving it
+    shutil.copytree(PACKAGE, link_dir / "npu_shim", ignore=shutil.ignore_patterns("__pycache__"))
     unloaded = {"heavy": [], "npu_shim": False, "via": None}
     return [
         Variant("bare", "no PYTHONPATH", [], expect=unloaded),
