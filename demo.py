@@ -13,7 +13,6 @@ parallel state.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,45 +20,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "matrix"))  # probe.py: runs verl under one activation and reports
 
-from npu_shim.testing import SIMULATED_DIR  # noqa: E402
-
-
-def probe(mode: str, output: Path, *rank: str, **env: str) -> subprocess.Popen[str]:
-    import os
-
-    pythonpath = [str(ROOT), SIMULATED_DIR] if mode == "sitecustomize" else [SIMULATED_DIR]
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "PYTHONPATH": os.pathsep.join(pythonpath),
-        **env,
-    }
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "matrix" / "probe.py"), mode, str(output), *rank],
-        env=env,
-        cwd=output.parent,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def free_port() -> int:
-    # not tests/helpers.py: verl's wheel installs a top-level `tests` package that shadows ours
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def two_ranks(mode: str, directory: Path) -> list[tuple[subprocess.Popen[str], Path]]:
-    port = str(free_port())
-    outputs = [directory / f"{mode}-cp-{rank}.json" for rank in (0, 1)]
-    return [
-        (probe(mode, output, "--rank", str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port), output)
-        for rank, output in enumerate(outputs)
-    ]
+import probe  # noqa: E402
 
 
 def ring_line(ranks: list[dict[str, Any]], engine: str) -> str:
@@ -101,10 +64,12 @@ def main() -> int:
     modes = ("none", "sitecustomize")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        one_rank = {mode: [(probe(mode, directory / f"{mode}.json"), directory / f"{mode}.json")] for mode in modes}
+        one_rank = {
+            mode: [(probe.start(mode, directory / f"{mode}.json"), directory / f"{mode}.json")] for mode in modes
+        }
         if not (reports := collect(one_rank)):
             return 1
-        cp_ranks = {mode: two_ranks(mode, directory) for mode in modes}
+        cp_ranks = {mode: probe.start_ranks(mode, directory) for mode in modes}
         if not (cp_reports := collect(cp_ranks)):
             return 1
     labels = [

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -73,10 +72,3 @@ def run_python(
     if check and run.returncode != 0:
         raise AssertionError(f"child exited {run.returncode}\nstdout:\n{run.stdout}\nstderr:\n{run.stderr}")
     return run
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (for torch.distributed's MASTER_PORT)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -40,6 +40,7 @@ REPATCH_LOG_VARIABLE = "NPU_SHIM_SIM_REPATCH_LOG"
 
 __all__ = [
     "SIMULATED_DIR",
+    "free_port",
     "fresh_mindspeed",
     "ray_npu_resources",
     "read_repatch_log",
@@ -145,3 +146,12 @@ def tiny_model_dir(directory: str | os.PathLike[str], architecture: str = "Qwen2
     }
     (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return str(path)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now, for torch.distributed's ``MASTER_PORT``."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -14,9 +14,9 @@ import textwrap
 import types
 
 import pytest
-from helpers import clean_env, free_port
+from helpers import clean_env
 
-from npu_shim.testing import simulated_npu_env
+from npu_shim.testing import free_port, simulated_npu_env
 
 pytest_plugins = ["npu_shim.testing.pytest_plugin"]
 

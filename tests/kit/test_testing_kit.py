@@ -7,9 +7,8 @@ import textwrap
 
 import pytest
 from helpers import ROOT, clean_env, run_python
-from probe import free_port
 
-from npu_shim.testing import read_repatch_log, simulated_npu_env
+from npu_shim.testing import free_port, read_repatch_log, simulated_npu_env
 
 pytest_plugins = ["npu_shim.testing.pytest_plugin"]
 

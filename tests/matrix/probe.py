@@ -24,7 +24,7 @@ import hashlib
 import importlib.util
 import json
 import os
-import socket
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -54,10 +54,35 @@ def testing_kit() -> Any:
     return kit
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def start(mode: str, output: Path, *options: str, **variables: str) -> subprocess.Popen[str]:
+    """Run this file under one activation in a fresh interpreter with a clean environment.
+
+    PATH and HOME only, plus ``variables``; the simulated NPU on PYTHONPATH, and the
+    checkout before it for ``sitecustomize``. stderr is piped for the caller to report.
+    """
+    simulated = str(ROOT / "npu_shim" / "testing" / "simulated")
+    pythonpath = [str(ROOT), simulated] if mode == "sitecustomize" else [simulated]
+    env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    env.update(PYTHONPATH=os.pathsep.join(pythonpath), **variables)
+    return subprocess.Popen(
+        [sys.executable, __file__, mode, str(output), *options],
+        env=env,
+        cwd=output.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def start_ranks(mode: str, directory: Path, world_size: int = 2) -> list[tuple[subprocess.Popen[str], Path]]:
+    """``world_size`` rank processes of one activation (context parallelism over all of them), and their outputs."""
+    port = str(testing_kit().free_port())
+    outputs = [directory / f"{mode}-rank{rank}.json" for rank in range(world_size)]
+    options = ("--world-size", str(world_size))
+    return [
+        (start(mode, output, "--rank", str(rank), *options, MASTER_ADDR="127.0.0.1", MASTER_PORT=port), output)
+        for rank, output in enumerate(outputs)
+    ]
 
 
 def jsonable(value: Any) -> Any:
@@ -229,7 +254,7 @@ def main(mode: str) -> dict[str, Any]:
     report["language_model"] = resolve("language_model")
     report["exports"] = exports()
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(testing_kit().free_port()))
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
     engines: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as model_dir:

@@ -12,15 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
+import probe
 import pytest
-from helpers import ROOT, clean_env, free_port
-
-from npu_shim.testing import SIMULATED_DIR
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 AFFECTED = VERL in ("0.6.1", "0.7.1")
@@ -42,28 +37,15 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, 
     directory = tmp_path_factory.mktemp("context_parallel")
     results: dict[str, list[dict[str, Any]]] = {}
     for mode in MODES:
-        pythonpath = [ROOT, SIMULATED_DIR] if mode == "sitecustomize" else [SIMULATED_DIR]
-        env = clean_env(pythonpath, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-        outputs = [directory / f"{mode}-{rank}.json" for rank in range(WORLD_SIZE)]
-        processes = [
-            subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("probe.py")), mode, str(output), "--rank", str(rank)],
-                env=env,
-                cwd=directory,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for rank, output in enumerate(outputs)
-        ]
+        processes = probe.start_ranks(mode, directory, WORLD_SIZE)
         try:
-            for rank, process in enumerate(processes):
+            for rank, (process, _) in enumerate(processes):
                 _, stderr = process.communicate(timeout=600)
                 assert process.returncode == 0, f"{mode} rank {rank} failed:\n{stderr[-4000:]}"
         finally:
-            for process in processes:
+            for process, _ in processes:
                 process.kill()
-        results[mode] = [json.loads(output.read_text()) for output in outputs]
+        results[mode] = [json.loads(output.read_text()) for _, output in processes]
     return results
 
 

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
+import probe
 import pytest
-from helpers import ROOT, clean_env
-
-from npu_shim.testing import SIMULATED_DIR
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 if VERL not in ("0.6.1", "0.7.1", "0.8.0", "0.9.1"):
@@ -61,15 +56,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     for pair in (modes[:2], modes[2:]):
         children = {}
         for mode in pair:
-            pythonpath = [ROOT, SIMULATED_DIR] if mode == "sitecustomize" else [SIMULATED_DIR]
-            children[mode] = subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("probe.py")), mode, str(directory / f"{mode}.json")],
-                env=clean_env(pythonpath),
-                cwd=directory,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            children[mode] = probe.start(mode, directory / f"{mode}.json")
         for mode, child in children.items():
             _, stderr = child.communicate(timeout=600)
             assert child.returncode == 0, f"probe {mode} failed:\n{stderr}"
