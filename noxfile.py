@@ -23,6 +23,7 @@ ENVS = ROOT / ".cache" / "envs"
 # requirement would pull a CUDA build of several GB instead.
 TORCH = "torch==2.13.0"
 MEGATRON = "megatron-core==0.16.1"
+MEGATRON_0_12 = "megatron-core==0.12.1"  # what MindSpeed 2.3.0_core_r0.12.1 patches
 TEST_TOOLS = ["pytest==9.2.0", "wrapt==2.5.2"]
 
 # The smallest pip sets that work, per environment (see ../shared/verl-facts.md), named
@@ -35,11 +36,15 @@ VERL_PINS: dict[str, list[str]] = {
     "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<4.55", "einops"],
     "0.7.1": ["verl==0.7.1", TORCH, MEGATRON, "pyarrow<26"],
     # verl's own v0.7.1 Ascend image pairs it with MindSpeed 2.3.0_core_r0.12.1, hence Megatron 0.12.1.
-    "0.7.1-mcore0.12": ["verl==0.7.1", TORCH, "megatron-core==0.12.1", "pyarrow<26"],
+    "0.7.1-mcore0.12": ["verl==0.7.1", TORCH, MEGATRON_0_12, "pyarrow<26"],
     "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, "pyarrow<26", "uvicorn", "fastapi", "cachetools"],
+    # verl's generic Ascend images shipped with 0.8.0 pair it with MindSpeed 2.3.0_core_r0.12.1 too.
+    "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, "pyarrow<26", "uvicorn", "fastapi", "cachetools"],
     "0.9.1": ["verl==0.9.1", TORCH, MEGATRON],
 }
-# The tests whose outcome depends on Megatron itself, for the second Megatron of a release.
+# The MindSpeed line the stand-in simulates: the one verl's Ascend images pair with that Megatron.
+MINDSPEED_LINE = {"": "core_r0.16.0", "mcore0.12": "2.3.0_core_r0.12.1"}
+# The tests whose outcome depends on Megatron (and its MindSpeed line), for the second Megatron of a release.
 MEGATRON_DEPENDENT = ["tests/matrix/test_matrix.py", "tests/matrix/test_context_parallel.py", "tests/kit"]
 AFFECTED = ("0.6.1", "0.7.1")
 DEMO_VERL = "0.7.1"
@@ -107,7 +112,7 @@ def matrix(session: nox.Session, verl: str) -> None:
         "pytest",
         *paths,
         *session.posargs,
-        env={"NPU_SHIM_TEST_VERL": release},
+        env={"NPU_SHIM_TEST_VERL": release, "NPU_SHIM_SIM_MINDSPEED": MINDSPEED_LINE[variant]},
         external=True,
     )
 

@@ -56,6 +56,13 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     lines.append(("torch_npu", _torch_npu_text(report["torch_npu"])))
     repatch = "importable" if mindspeed["repatch_importable"] else "not importable"
     lines.append(("mindspeed repatch", repatch + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")))
+    found = {True: "yes", False: "no", None: "unknown"}
+    features = (
+        f"batch-invariant flash attention {found[mindspeed.get('batch_invariant_attention')]}, "
+        f"context-parallel wrapper {found[mindspeed.get('context_parallel_wrapper')]}"
+    )
+    lines.append(("mindspeed has", features))
+    lines += [("mindspeed means", meaning) for meaning in mindspeed.get("meaning", [])]
     lines.append(("value_model/megatron", _resolution_text(report)))
     return lines
 

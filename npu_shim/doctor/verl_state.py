@@ -20,6 +20,7 @@ from typing import Any
 
 import npu_shim
 import npu_shim.fixes
+from npu_shim import mindspeed_line
 from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import known_release
 from npu_shim.fixes import (
@@ -33,7 +34,7 @@ from npu_shim.fixes import (
     shared_repatch,
     value_engine,
 )
-from npu_shim.layout import ENGINE_PACKAGE, MINDSPEED_IMPL, VerlLayout, read_layout
+from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
 
 logger = logging.getLogger("npu_shim")
 
@@ -108,7 +109,7 @@ def _layout_id(layout: VerlLayout) -> str:
     native_value_engine = layout.registered(**value_engine.KEY)
     if native_value_engine is not None and not is_ours(native_value_engine):
         module = vars(layout.mindspeed_impl) if layout.mindspeed_impl is not None else {}
-        shipped_repatch = module.get(batch_invariant_repatch.REPLACED) or module.get(shared_repatch.UPSTREAM_NAME)
+        shipped_repatch = module.get(shared_repatch.REPLACED) or module.get(shared_repatch.UPSTREAM_NAME)
         return "0.8.0" if known_release(shipped_repatch, batch_invariant_repatch.VERL_0_8_0) else "native"
     lm_engine = getattr(layout.mindspeed_impl, lm_engine_repatch.CLASS_NAME, None)
     if lm_engine is None:
@@ -215,11 +216,69 @@ def _torch_npu() -> dict[str, Any]:
     }
 
 
-def _mindspeed() -> dict[str, Any]:
+def _mindspeed(layout: VerlLayout) -> dict[str, Any]:
+    """What this MindSpeed offers verl, and what that means here (README, "MindSpeed lines")."""
     # The `repatch` verl's own module bound: importing mindspeed here could patch Megatron out of order.
-    repatch = getattr(sys.modules.get(MINDSPEED_IMPL), "repatch", None)
+    repatch = getattr(layout.mindspeed_impl, "repatch", None)
     adaptor = sys.modules.get("mindspeed.megatron_adaptor")
-    return {"repatch_importable": repatch is not None, "simulated": bool(getattr(adaptor, "SIMULATED", False))}
+    result: dict[str, Any] = {
+        "repatch_importable": repatch is not None,
+        "simulated": bool(getattr(adaptor, "SIMULATED", False)),
+        "batch_invariant_attention": mindspeed_line.has_batch_invariant_attention(),
+        "context_parallel_wrapper": None,
+        "meaning": [],
+    }
+    if adaptor is not None:  # verl imported MindSpeed already: reading one more of its modules patches nothing
+        try:
+            cp_utils = importlib.import_module("mindspeed.core.context_parallel.model_parallel_utils")
+            result["context_parallel_wrapper"] = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
+        except Exception as error:
+            logger.debug("MindSpeed's context-parallel utilities did not import: %s", _error(error))
+            result["context_parallel_wrapper"] = False
+    in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
+    result["meaning"] = _mindspeed_meaning(result, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
+    return result
+
+
+def _mindspeed_meaning(mindspeed: dict[str, Any], *, shims_repatch: bool) -> list[str]:
+    """What the MindSpeed found means for this verl, with npu_shim's repatch in place here or not."""
+    if not mindspeed["repatch_importable"]:
+        return [
+            "no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): verl's engine "
+            "config never reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's "
+            "own command-line flags"
+        ]
+    meaning = []
+    if mindspeed["batch_invariant_attention"] is False:
+        meaning.append(
+            "no batch-invariant flash attention (only core_r0.16.0 has it): use_flash_attn_npu_batch_invariant "
+            "does nothing here; "
+            + (
+                "npu_shim keeps fusion attention on for it, with a warning"
+                if shims_repatch
+                else "verl >= 0.9 alone turns fusion attention off for it (Megatron's unfused attention)"
+            )
+        )
+    elif mindspeed["batch_invariant_attention"]:
+        meaning.append(
+            "batch-invariant flash attention: it excludes fusion attention, and once an engine turns it on it is "
+            "on for every engine in the process; "
+            + (
+                "npu_shim turns fusion attention off for it, and for engines built after one that set it, "
+                "and refuses it with context parallelism (it would hide MindSpeed's ring attention)"
+                if shims_repatch
+                else "without npu_shim an engine without the key built after one with it (verl 0.8.0: any engine "
+                "with it) dies with 'the patch of forward exist !'"
+            )
+        )
+    if mindspeed["context_parallel_wrapper"]:
+        meaning.append(
+            "ring context parallelism: MindSpeed must see the CP size before Megatron's parallel state exists "
+            "(the repatch in _init_device_mesh: verl >= 0.8.0, or npu_shim)"
+        )
+    elif mindspeed["context_parallel_wrapper"] is False:
+        meaning.append("no wrapper of initialize_model_parallel: context parallelism is Megatron's own here")
+    return meaning
 
 
 def _device() -> str | None:
@@ -252,7 +311,13 @@ def collect() -> dict[str, Any]:
         "shim": None,
         "layout": {"id": None, "description": None},
         "fixes": [],
-        "mindspeed": {"repatch_importable": False, "simulated": False},
+        "mindspeed": {
+            "repatch_importable": False,
+            "simulated": False,
+            "batch_invariant_attention": None,
+            "context_parallel_wrapper": None,
+            "meaning": [],
+        },
         "torch_npu": None,
         "device": None,
         "engine_device": None,
@@ -299,7 +364,7 @@ def collect() -> dict[str, Any]:
         layout_id = _layout_id(layout)
         report["layout"] = {"id": layout_id, "description": LAYOUTS[layout_id]}
         report["fixes"] = _fixes(layout, report["shim"])
-        report["mindspeed"] = _mindspeed()
+        report["mindspeed"] = _mindspeed(layout)
         report["registry"] = _registry_rows(layout.registry)
         report.update(_resolve(layout.registry))
         report["engine_device"] = _engine_device(layout.registry, report["device"])

@@ -40,13 +40,20 @@ class Outcome:
 def fix_modules() -> list[ModuleType]:
     """The fix modules, in the order they are applied (each has ``NAME`` and ``apply``)."""
     # Imported here: each fix module imports this package for Outcome and the verdicts.
-    from npu_shim.fixes import batch_invariant_repatch, lm_engine_repatch, shared_repatch, value_engine
+    from npu_shim.fixes import (
+        batch_invariant_repatch,
+        lm_engine_repatch,
+        mindspeed_line_repatch,
+        shared_repatch,
+        value_engine,
+    )
 
     return [
         shared_repatch,  # verl #6135: the repatch function both engines share
         value_engine,  # verl #6135: the MindSpeed value-head engine
         lm_engine_repatch,  # verl #5697/#6135: LM engine repatches before the device mesh
         batch_invariant_repatch,  # verl #6674: 0.8.0's repatch function, batch-invariant attention
+        mindspeed_line_repatch,  # no upstream fix yet: 0.9.x's repatch function, per MindSpeed line
     ]
 
 

@@ -4,25 +4,24 @@ Mirrors: ``_mindspeed_repatch`` as of verl 0.9.0, which maps a string
 ``attention_backend`` to Megatron's ``AttnBackend`` and sets ``use_flash_attn``
 False when ``use_flash_attn_npu_batch_invariant`` is on.
 Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's (bytecode and
-constants: :mod:`npu_shim.fingerprint`). That one always sets ``use_flash_attn``, so a
-batch-invariant run registers two replacements of ``DotProductAttention.forward``
-and MindSpeed raises ``RuntimeError: the patch of forward exist !`` while either
-Megatron engine is being built.
-Does: rebinds the module's ``_mindspeed_repatch`` to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`.
-Both 0.8.0 engines look that global name up in their ``_init_device_mesh`` at
-call time, so nothing else is touched. Any other ``_mindspeed_repatch`` (0.9.x,
-or one edited by hand) is left alone.
+constants: :mod:`npu_shim.fingerprint`). That one always sets ``use_flash_attn``, so on
+MindSpeed ``core_r0.16.0`` a batch-invariant run registers two replacements of
+``DotProductAttention.forward`` and MindSpeed raises ``RuntimeError: the patch of forward
+exist !`` while either Megatron engine is being built.
+Does: rebinds the module's ``_mindspeed_repatch`` to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`
+(#6674, and the MindSpeed-line mend of ``mindspeed_line_repatch``). Both 0.8.0 engines look
+that global name up in their ``_init_device_mesh`` at call time, so nothing else is touched.
+Any other ``_mindspeed_repatch`` (0.9.x, or one edited by hand) is left to the other fixes.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
 from npu_shim import fingerprint
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
-from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch
+from npu_shim.fixes.shared_repatch import REPLACED, UPSTREAM_NAME, mindspeed_repatch, rebind_if_known
 from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
 
 NAME = "batch_invariant_repatch"
@@ -35,29 +34,26 @@ VERL_0_8_0: fingerprint.KnownCode = {
     (3, 12): {"d0289e70145fa504617814447f1c7623": "0.8.0"},
     (3, 13): {"ea1dba6754a13bcf439e46a405c74888": "0.8.0"},
 }
-# Kept on the module while the shim's function stands in for 0.8.0's (and tells a re-activation so).
-REPLACED = "__npu_shim_replaced_mindspeed_repatch__"
 
 
 def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
-    module = layout.mindspeed_impl
-    current = getattr(module, UPSTREAM_NAME, None)
-    if module is not None and fingerprint.known_release(current, VERL_0_8_0):
-        changes.setattr(module, REPLACED, current)
-        changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
+    if rebind_if_known(layout, changes, VERL_0_8_0):
         return Outcome(NAME, APPLIED, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} (verl 0.8.0's) now has #6674's semantics")
-    return Outcome(NAME, *_why_not(module, current))
+    return Outcome(NAME, *_why_not(layout))
 
 
-def _why_not(module: ModuleType | None, current: Any) -> tuple[str, str]:
+def _why_not(layout: VerlLayout) -> tuple[str, str]:
+    module = layout.mindspeed_impl
     if module is None:
         return NOT_APPLICABLE, "verl's MindSpeed engine module did not import"
-    if current is mindspeed_repatch:
-        if REPLACED in vars(module):
-            return ALREADY_APPLIED, f"{UPSTREAM_NAME} was replaced earlier in this process"
+    current: Any = getattr(module, UPSTREAM_NAME, None)
+    shipped = vars(module).get(REPLACED, current)  # verl's own, also once npu_shim has rebound the name
+    if shipped is mindspeed_repatch:
         return NOT_APPLICABLE, f"{UPSTREAM_NAME} is npu_shim's own (shared_repatch), which has #6674"
-    if current is None:
+    if fingerprint.known_release(shipped, VERL_0_8_0):
+        return ALREADY_APPLIED, f"{UPSTREAM_NAME} was replaced earlier in this process"
+    if shipped is None:
         return NOT_APPLICABLE, f"verl has no {UPSTREAM_NAME} (< 0.8.0)"
-    if "use_flash_attn_npu_batch_invariant" in getattr(getattr(current, "__code__", None), "co_consts", ()):
+    if "use_flash_attn_npu_batch_invariant" in getattr(getattr(shipped, "__code__", None), "co_consts", ()):
         return NATIVE, f"{UPSTREAM_NAME} already handles use_flash_attn_npu_batch_invariant (verl #6674)"
     return NOT_APPLICABLE, f"{UPSTREAM_NAME} is not verl 0.8.0's; left as verl ships it"

@@ -1,6 +1,8 @@
 """Backport of ``_mindspeed_repatch`` (verl #6135, with #6674's semantics as in verl 0.9.x).
 
-Mirrors: ``verl/workers/engine/mindspeed/transformer_impl.py::_mindspeed_repatch``.
+Mirrors: ``verl/workers/engine/mindspeed/transformer_impl.py::_mindspeed_repatch``, with one
+mend upstream lacks (:mod:`npu_shim.mindspeed_line`): ``use_flash_attn`` is set for the
+MindSpeed line in the process and for what earlier engines in it left on.
 Missing when: verl's MindSpeed engine module has no ``_mindspeed_repatch`` (verl < 0.8.0).
 Does: binds :func:`mindspeed_repatch` there under upstream's name, for the engines
 npu_shim adds and for anyone who calls it as upstream code does.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from npu_shim import fingerprint, mindspeed_line
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
 from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
@@ -36,14 +39,11 @@ def mindspeed_repatch(engine_config: Any) -> None:
     backend = config.get("attention_backend")
     if isinstance(backend, str):
         config["attention_backend"] = _attn_backend(backend)
-    # MindSpeed's batch-invariant flash attention replaces DotProductAttention.forward;
-    # fusion attention (use_flash_attn) would register the same patch a second time.
-    if config.get("use_flash_attn_npu_batch_invariant"):
-        config["use_flash_attn"] = False
-    else:
-        config.setdefault("use_flash_attn", True)
     if engine_config.context_parallel_size > 1:
         config["context_parallel_size"] = engine_config.context_parallel_size
+    # use_flash_attn as upstream sets it (off under batch-invariant attention, else on by default),
+    # but for the MindSpeed line in this process and what earlier engines left on in it.
+    mindspeed_line.fit(config)
     repatch(config)
 
 
@@ -71,3 +71,22 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
         return Outcome(NAME, NATIVE, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} exists (verl >= 0.8.0)")
     changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
     return Outcome(NAME, APPLIED, f"bound {MINDSPEED_IMPL}.{UPSTREAM_NAME}")
+
+
+# Kept on verl's module while npu_shim's function stands in for verl's own (and tells a re-activation so).
+REPLACED = "__npu_shim_replaced_mindspeed_repatch__"
+
+
+def rebind_if_known(layout: VerlLayout, changes: ChangeSet, releases: fingerprint.KnownCode) -> str | None:
+    """Rebind verl's ``_mindspeed_repatch`` to :func:`mindspeed_repatch` if its code is exactly one of
+    ``releases``'; return those releases, or None (nothing changed).
+
+    verl's engines look the module-level name up at call time, so the rebinding is all it takes.
+    """
+    module = layout.mindspeed_impl
+    current = getattr(module, UPSTREAM_NAME, None)
+    release = fingerprint.known_release(current, releases)
+    if module is not None and release is not None:
+        changes.setattr(module, REPLACED, current)
+        changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
+    return release

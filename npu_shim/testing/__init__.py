@@ -37,11 +37,14 @@ from typing import Any
 
 SIMULATED_DIR = str(Path(__file__).parent / "simulated")
 REPATCH_LOG_VARIABLE = "NPU_SHIM_SIM_REPATCH_LOG"
+MINDSPEED_LINE_VARIABLE = "NPU_SHIM_SIM_MINDSPEED"  # which MindSpeed line the stand-in behaves as
+MINDSPEED_LINES = ("core_r0.16.0", "2.3.0_core_r0.12.1", "f2b0977e", "core_r0.18.0", "2.1.0_core_r0.12.1")
 
 __all__ = [
     "SIMULATED_DIR",
     "free_port",
     "fresh_mindspeed",
+    "mindspeed_line",
     "ray_npu_resources",
     "read_repatch_log",
     "repatch_calls",
@@ -66,13 +69,25 @@ def simulate_npu() -> None:
         raise RuntimeError(f"a real torch_npu ({torch_npu.__file__}) shadows the simulated one; not simulating")
 
 
-def simulated_npu_env(env: Mapping[str, str] | None = None, repatch_log: str | os.PathLike[str] | None = None) -> dict:
-    """A copy of ``env`` (default ``os.environ``) in which Python processes see the simulated NPU."""
+def simulated_npu_env(
+    env: Mapping[str, str] | None = None,
+    repatch_log: str | os.PathLike[str] | None = None,
+    mindspeed_line: str | None = None,
+) -> dict:
+    """A copy of ``env`` (default ``os.environ``) in which Python processes see the simulated NPU.
+
+    ``mindspeed_line`` (one of :data:`MINDSPEED_LINES`) makes the MindSpeed stand-in behave as
+    that line; without it, as ``env`` says, else as ``core_r0.16.0``.
+    """
     result = dict(os.environ if env is None else env)
     entries = [entry for entry in result.get("PYTHONPATH", "").split(os.pathsep) if entry and entry != SIMULATED_DIR]
     result["PYTHONPATH"] = os.pathsep.join([*entries, SIMULATED_DIR])
     if repatch_log is not None:
         result[REPATCH_LOG_VARIABLE] = os.fspath(repatch_log)
+    if mindspeed_line is not None:
+        if mindspeed_line not in MINDSPEED_LINES:
+            raise ValueError(f"mindspeed_line={mindspeed_line!r}: the stand-in simulates {', '.join(MINDSPEED_LINES)}")
+        result[MINDSPEED_LINE_VARIABLE] = mindspeed_line
     return result
 
 
@@ -89,11 +104,22 @@ def repatch_calls() -> list[dict[str, Any]]:
     return _simulated_adaptor().calls
 
 
-def fresh_mindspeed() -> None:
+def fresh_mindspeed(line: str | None = None) -> None:
     """Put the MindSpeed stand-in back as a new process has it: Megatron unpatched, default arguments,
-    no ring state. MindSpeed's arguments persist between ``repatch`` calls, so tests that build
-    several engines in one process call this between them (a real worker builds each in its own)."""
-    _simulated_adaptor().simulate_fresh_process()
+    no ring state; ``line`` (one of :data:`MINDSPEED_LINES`) makes it that line from now on.
+
+    MindSpeed's arguments persist between ``repatch`` calls in one process, as they do when verl
+    builds colocated roles' engines one after the other: call this between engines only to
+    model engines built in processes of their own."""
+    _simulated_adaptor().simulate_fresh_process(line)
+
+
+def mindspeed_line() -> str:
+    """The MindSpeed line the stand-in behaves as in this process."""
+    _simulated_adaptor()
+    from mindspeed import lines
+
+    return lines.current().name
 
 
 def ring_state() -> dict[str, list[int] | None]:

@@ -23,6 +23,7 @@ def repatch_calls(simulated_npu: None) -> Iterator[list[dict[str, Any]]]:
     The stand-in starts the test as in a fresh process and is put back that way after it."""
     calls = testing.repatch_calls()
     calls.clear()
-    testing.fresh_mindspeed()
+    line = testing.mindspeed_line()  # a test may simulate another line: the next one starts on this one
+    testing.fresh_mindspeed(line)
     yield calls
-    testing.fresh_mindspeed()
+    testing.fresh_mindspeed(line)

@@ -5,8 +5,9 @@
 ``RayClassWithInitArgs``, ``create_colocated_worker_cls``, ``RayWorkerGroup(device_name="npu")``
 over a ``RayResourcePool`` made as the trainer's ``ResourcePoolManager`` makes it, then
 ``spawn()``. Each role gets a worker group (and processes) of its own, so that what MindSpeed
-is asked in an actor belongs to one engine; the trainer colocates roles in one process, where
-the second engine finds the first one's parallel state.
+is asked in an actor belongs to one engine; with ``colocate`` they share one, as the trainer
+runs them: verl's fused worker builds the roles one after the other in one process, the
+second engine finding the first one's parallel state and MindSpeed's arguments.
 
 The worker is verl's ``TrainingWorker`` (0.7 and later; it builds the engine in ``__init__``)
 or, on 0.6, ``verl.workers.roles.CriticWorker``/``ActorWorker`` (they build it in
@@ -56,8 +57,11 @@ class Reports:
 
         if "engine" not in self.__dict__:  # verl 0.6's roles build their engine in init_model
             self._build_engine()
+        from megatron.core.transformer import dot_product_attention
+
         shim = sys.modules.get("npu_shim")
         engine_cls = type(self.engine)
+        forward = dot_product_attention.DotProductAttention.forward
         return {
             "pid": os.getpid(),
             "rank": torch.distributed.get_rank(),
@@ -68,6 +72,8 @@ class Reports:
             "engine_added_by_npu_shim": getattr(engine_cls, "__npu_shim__", False) is True,
             "shim_activated_via": shim.activated_via() if shim else None,
             "ring_state": model_parallel_utils.ring_state(),
+            # MindSpeed's patches are class-level: what every model in this process gets, when asked
+            "attention_forward": f"{forward.__module__}.{forward.__qualname__}",
         }
 
 
@@ -82,7 +88,10 @@ if HAS_TRAINING_WORKER:
         config = TrainingWorkerConfig(
             model_type=model_type,
             model_config=HFModelConfig(path=PLAN["models"][model_type], load_tokenizer=False),
-            engine_config=McoreEngineConfig(context_parallel_size=PLAN["context_parallel_size"]),
+            engine_config=McoreEngineConfig(
+                context_parallel_size=PLAN["context_parallel_size"],
+                override_transformer_config=PLAN["overrides"].get(model_type, {}),
+            ),
             optimizer_config=McoreOptimizerConfig(lr=1e-6),
             checkpoint_config=CheckpointConfig(),
         )
@@ -116,14 +125,19 @@ else:
         return worker, config
 
 
-def spawn(model_type: str, pool: RayResourcePool) -> RayWorkerGroup:
-    """One role's worker group, as init_workers makes one per resource pool."""
-    worker, config = worker_and_config(model_type)
-    role = ROLE_NAMES[model_type]
-    class_dict = {role: RayClassWithInitArgs(cls=ray.remote(worker), config=config)}
+def spawn(model_types: list[str], pool: RayResourcePool) -> dict[str, RayWorkerGroup]:
+    """The worker groups of roles colocated in one process, as init_workers makes them per resource pool.
+
+    verl's fused worker builds the roles in the order of ``class_dict``, one after the other.
+    """
+    class_dict = {}
+    for model_type in model_types:
+        worker, config = worker_and_config(model_type)
+        class_dict[ROLE_NAMES[model_type]] = RayClassWithInitArgs(cls=ray.remote(worker), config=config)
     colocated = create_colocated_worker_cls(class_dict=class_dict)
     group = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=colocated, device_name=get_device_name())
-    return group.spawn(prefix_set=class_dict.keys())[role]
+    groups = group.spawn(prefix_set=class_dict.keys())
+    return {model_type: groups[ROLE_NAMES[model_type]] for model_type in model_types}
 
 
 def collect(groups: dict[str, RayWorkerGroup]) -> dict[str, Any]:
@@ -153,7 +167,10 @@ def main() -> dict[str, Any]:
         pool = RayResourcePool(
             process_on_nodes=[PLAN["workers"]], use_gpu=True, max_colocate_count=3, name_prefix="global_pool"
         )
-        groups = {model_type: spawn(model_type, pool) for model_type in PLAN["roles"]}
+        if PLAN["colocate"]:  # every role in one process per worker, as the trainer runs them
+            groups = spawn(PLAN["roles"], pool)
+        else:  # one process per role, so that what MindSpeed is asked in an actor belongs to one engine
+            groups = {model_type: group for role in PLAN["roles"] for model_type, group in spawn([role], pool).items()}
         return {
             "driver_pid": os.getpid(),
             "driver_device": get_device_name(),

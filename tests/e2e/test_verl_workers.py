@@ -41,6 +41,10 @@ SCENARIOS: dict[str, dict[str, int]] = {
     "0.8.0": {"sitecustomize": 1},  # native engines; tests/matrix compares 0.8.0 with and without the shim
 }
 MODES = list(SCENARIOS.get(VERL, {}))
+# The critic (with use_flash_attn_npu_batch_invariant) and the actor role (without) colocated in one process,
+# as the trainer runs them; on 0.8.0, where main_ppo builds the critic as a TrainingWorker.
+COLOCATED_MODES = {"0.8.0": ["none", "sitecustomize"]}.get(VERL, [])
+BATCH_INVARIANT = {"use_flash_attn_npu_batch_invariant": True}
 UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_model and backend: megatron"
 MINDSPEED = "verl.workers.engine.mindspeed.transformer_impl."
 NO_RING = {"intra_window": None, "inter_window_kv": None, "inter_window_dkv": None}
@@ -62,7 +66,7 @@ class Scenario:
         return [call for call in self.repatch_calls if call["pid"] == pid]
 
 
-def drive(mode: str, workers: int, directory: Path) -> Scenario:
+def drive(mode: str, workers: int, directory: Path, colocate: bool = False) -> Scenario:
     """Run driver.py under one activation in a fresh interpreter with a clean environment."""
     log = directory / f"{mode}-repatch.jsonl"
     ray_temp_dir = tempfile.mkdtemp(prefix="r", dir="/tmp")  # Ray's socket paths must stay under ~107 characters
@@ -79,6 +83,8 @@ def drive(mode: str, workers: int, directory: Path) -> Scenario:
         "ray_init": ray_npu_resources(workers),  # the two roles' worker groups share the pool's bundles
         "ray_temp_dir": ray_temp_dir,
         "timeout": DRIVER_TIMEOUT - 60,
+        "colocate": colocate,
+        "overrides": {"value_model": BATCH_INVARIANT} if colocate else {},
     }
     plan_file = directory / f"{mode}-plan.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
@@ -114,18 +120,20 @@ def port_race(run: Scenario) -> bool:
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory):
     """mode -> its Scenario, each driver run once per module however many tests read it (a failure too)."""
-    cache: dict[str, Scenario | AssertionError] = {}
+    cache: dict[tuple[str, bool], Scenario | AssertionError] = {}
 
-    def get(mode: str) -> Scenario:
-        if mode not in cache:
+    def get(mode: str, colocate: bool = False) -> Scenario:
+        key = (mode, colocate)
+        if key not in cache:
+            workers = 1 if colocate else SCENARIOS[VERL][mode]
             try:
-                run = drive(mode, SCENARIOS[VERL][mode], tmp_path_factory.mktemp(mode))
+                run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate)
                 if port_race(run):  # once more, in a new cluster: not an outcome of the shim or of verl's engines
-                    run = drive(mode, SCENARIOS[VERL][mode], tmp_path_factory.mktemp(mode))
-                cache[mode] = run
+                    run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate)
+                cache[key] = run
             except AssertionError as failure:
-                cache[mode] = failure
-        result = cache[mode]
+                cache[key] = failure
+        result = cache[key]
         if isinstance(result, AssertionError):
             raise result
         return result
@@ -218,3 +226,26 @@ def test_the_stock_trainer_maps_a_megatron_critic(tmp_path):
     assert role == "critic"
     legacy = "verl.workers.megatron_workers.CriticWorker"
     assert worker == (legacy if AFFECTED else "verl.workers.engine_workers.TrainingWorker")
+
+
+@pytest.mark.parametrize("mode", COLOCATED_MODES)
+def test_colocated_critic_then_actor(scenario, mode):
+    """One process, verl's fused worker: the critic asks for batch-invariant attention, the actor role does not.
+
+    MindSpeed keeps the key for the actor's engine: without the shim verl 0.8.0 already dies at the
+    critic (#6674 is missing); with it both build, and the actor's repatch keeps fusion attention off."""
+    run = scenario(mode, colocate=True)
+    if mode == "none":
+        for role in run.report["roles"].values():
+            assert "reports" not in role
+            assert role["error"].rstrip().splitlines()[-1] == "RuntimeError: the patch of forward exist !"
+        return
+    critic, actor = (run.role(model_type)["reports"] for model_type in ("value_model", "language_model"))
+    assert critic[0]["pid"] == actor[0]["pid"], "the roles share one process"
+    calls = run.calls_in(critic[0]["pid"])
+    assert [(call["config"], call["parallel_state_initialized"]) for call in calls] == [
+        ({**BATCH_INVARIANT, "use_flash_attn": False}, False),  # the critic builds Megatron's parallel state
+        ({"use_flash_attn": False}, True),  # the actor's engine finds it, and MindSpeed's key still on
+    ]
+    batch_invariant = "mindspeed.features_manager.dot_product_attention_forward_batch_invariant"
+    assert critic[0]["attention_forward"] == actor[0]["attention_forward"] == batch_invariant

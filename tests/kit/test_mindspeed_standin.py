@@ -50,13 +50,14 @@ def test_arguments_persist_between_calls_until_overwritten(megatron):
     megatron.repatch({"use_flash_attn": True})
     assert (megatron.args().context_parallel_size, megatron.args().use_flash_attn) == (2, True)
     assert megatron.parallel_state.initialize_model_parallel.__wrapped__ is megatron.original_initialize
-    assert megatron.attention.forward.__name__ == "dot_product_attention_forward"
+    assert attention()[1] == "forward", "CP 2 persisted: MindSpeed's CP class, no fusion attention"
     megatron.repatch({"context_parallel_size": 1})
     assert megatron.parallel_state.initialize_model_parallel is megatron.original_initialize
-    assert megatron.attention.forward.__name__ == "dot_product_attention_forward", "use_flash_attn persisted"
+    assert attention() == (MEGATRON_CLASS, "dot_product_attention_forward"), "use_flash_attn persisted"
 
 
-def test_fusion_and_batch_invariant_attention_together_raise_as_mindspeed_does(megatron):
+@pytest.mark.parametrize("line", ["core_r0.16.0"], indirect=True)  # the one line with batch-invariant attention
+def test_fusion_and_batch_invariant_attention_together_raise_as_mindspeed_does(line, megatron):
     with pytest.raises(RuntimeError, match=r"^the patch of forward exist !$"):
         megatron.repatch(BATCH_INVARIANT)
     assert megatron.attention.forward is megatron.original_forward, "the failed call leaves the patches removed"
@@ -72,13 +73,14 @@ def test_patched_attention_has_no_kernel_behind_it(megatron):
         megatron.attention.forward(None)
 
 
-def test_unknown_keys_and_namespaces_are_stored_and_other_configs_fail_as_in_mindspeed(megatron, repatch_calls):
+def test_unknown_keys_are_stored_and_a_config_that_is_not_a_mapping_fails_as_in_mindspeed(megatron, repatch_calls):
     megatron.repatch({"no_such_mindspeed_option": 3})
-    megatron.repatch(argparse.Namespace(context_parallel_size=2))
-    assert (megatron.args().no_such_mindspeed_option, megatron.args().context_parallel_size) == (3, 2)
-    with pytest.raises(TypeError):
-        megatron.repatch(["context_parallel_size", 2])
-    assert len(repatch_calls) == 3, "every call is recorded, the failed one too"
+    assert megatron.args().no_such_mindspeed_option == 3
+    for not_a_mapping in (argparse.Namespace(context_parallel_size=2), ["context_parallel_size", 2]):
+        with pytest.raises(AttributeError, match="items"):
+            megatron.repatch(not_a_mapping)
+    assert not hasattr(megatron.args(), "context_parallel_size"), "a failed call sets nothing"
+    assert len(repatch_calls) == 3, "every call is recorded, the failed ones too"
 
 
 def test_copies_bound_by_from_import_are_patched_and_restored_too(megatron):
@@ -164,3 +166,78 @@ def test_ring_state_is_built_only_when_repatch_comes_before_the_parallel_state(t
         }
         assert report["repatch_after"] == dict.fromkeys(("intra_window", "inter_window_kv", "inter_window_dkv"))
         assert report["wrapper_installed_after"] is True
+
+
+# -- MindSpeed's lines (mindspeed.lines): what differs where verl's config reaches them -----------------
+
+LINES = ("core_r0.16.0", "2.3.0_core_r0.12.1", "f2b0977e", "core_r0.18.0")
+MEGATRON_CLASS = "megatron.core.transformer.dot_product_attention.DotProductAttention"
+CP_CLASS = "mindspeed.core.context_parallel.adaptor.MindSpeedCPDotProductAttention"
+
+
+def attention() -> tuple[str, str]:
+    from megatron.core.transformer import dot_product_attention
+
+    cls = dot_product_attention.DotProductAttention
+    return f"{cls.__module__}.{cls.__qualname__}", cls.forward.__name__
+
+
+@pytest.fixture
+def line(request, megatron):
+    from npu_shim.testing import fresh_mindspeed
+
+    fresh_mindspeed(request.param)
+    return request.param
+
+
+def test_the_kit_lists_every_line_the_stand_in_simulates(simulated_npu):
+    from mindspeed.lines import LINES as SIMULATED
+
+    from npu_shim.testing import MINDSPEED_LINES
+
+    assert sorted(MINDSPEED_LINES) == sorted(SIMULATED)
+
+
+@pytest.mark.parametrize("line", LINES, indirect=True)
+def test_only_core_r0_16_0_has_batch_invariant_attention(line, megatron):
+    has_it = line == "core_r0.16.0"
+    assert hasattr(megatron.args(), "use_flash_attn_npu_batch_invariant") is has_it
+    if has_it:
+        with pytest.raises(RuntimeError, match="the patch of forward exist"):
+            megatron.repatch(BATCH_INVARIANT)
+        megatron.repatch({"use_flash_attn": False, "use_flash_attn_npu_batch_invariant": True})
+        assert attention() == (MEGATRON_CLASS, "dot_product_attention_forward_batch_invariant")
+    else:  # the key is stored and does nothing: fusion attention as asked
+        megatron.repatch(BATCH_INVARIANT)
+        assert attention() == (MEGATRON_CLASS, "dot_product_attention_forward")
+        megatron.repatch({"use_flash_attn": False, "use_flash_attn_npu_batch_invariant": True})
+        assert attention() == (MEGATRON_CLASS, "forward"), "Megatron's own, unfused attention"
+
+
+@pytest.mark.parametrize("line", LINES, indirect=True)
+def test_context_parallel_swaps_the_attention_class_where_mindspeed_does_ring_attention(line, megatron):
+    megatron.repatch({"use_flash_attn": True, "context_parallel_size": 2})
+    if line == "core_r0.18.0":  # CP is Megatron's own there: no class swap, no wrapper, no fusion at CP 2
+        assert attention() == (MEGATRON_CLASS, "forward")
+        assert megatron.parallel_state.initialize_model_parallel is megatron.original_initialize
+    else:
+        assert attention() == (CP_CLASS, "forward")
+        assert megatron.attention.forward is megatron.original_forward, "Megatron's class is left unpatched"
+        assert megatron.parallel_state.initialize_model_parallel.__wrapped__ is megatron.original_initialize
+    megatron.repatch({"use_flash_attn": True})  # context_parallel_size persists: still no fusion attention
+    assert attention()[1] == "forward"
+
+
+@pytest.mark.parametrize("line", ["core_r0.16.0"], indirect=True)
+def test_at_context_parallel_2_batch_invariant_attention_is_the_only_forward_patch(line, megatron):
+    megatron.repatch({**BATCH_INVARIANT, "context_parallel_size": 2})  # nothing refused: fusion is not registered
+    assert attention() == (CP_CLASS, "dot_product_attention_forward_batch_invariant")
+
+
+@pytest.mark.parametrize("line", ["2.1.0_core_r0.12.1"], indirect=True)
+def test_2_1_0_has_no_repatch(line, megatron):
+    from mindspeed import megatron_adaptor
+
+    with pytest.raises(ImportError, match="cannot import name 'repatch'"):
+        from mindspeed.megatron_adaptor import repatch  # noqa: F401 - verl's own guarded import
+    assert not hasattr(megatron_adaptor, "repatch")

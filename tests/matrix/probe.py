@@ -23,6 +23,7 @@ import copy
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("none", "sitecustomize", "import-before", "import-after")
+MINDSPEED_LINE_VARIABLE = "NPU_SHIM_SIM_MINDSPEED"
 
 
 def verl_files_digest() -> str:
@@ -62,7 +64,8 @@ def start(mode: str, output: Path, *options: str, **variables: str) -> subproces
     """
     simulated = str(ROOT / "npu_shim" / "testing" / "simulated")
     pythonpath = [str(ROOT), simulated] if mode == "sitecustomize" else [simulated]
-    env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    kept = ("PATH", "HOME", MINDSPEED_LINE_VARIABLE)  # the line the MindSpeed stand-in simulates (noxfile)
+    env = {name: os.environ[name] for name in kept if name in os.environ}
     env.update(PYTHONPATH=os.pathsep.join(pythonpath), **variables)
     return subprocess.Popen(
         [sys.executable, __file__, mode, str(output), *options],
@@ -105,14 +108,25 @@ def fresh_mindspeed() -> list[dict[str, Any]]:
     return megatron_adaptor.calls
 
 
-def build_engine(model_type: str, override: dict, model_dir: Path, context_parallel_size: int = 1) -> dict[str, Any]:
+def attention() -> str:
+    """Which attention Megatron's layers get: ``DotProductAttention`` as looked up now, and its forward."""
+    from megatron.core.transformer import dot_product_attention
+
+    cls = dot_product_attention.DotProductAttention
+    return f"{qualified(cls)} / {qualified_function(cls.forward)}"
+
+
+def build_engine(
+    model_type: str, override: dict, model_dir: Path, context_parallel_size: int = 1, colocated: bool = False
+) -> dict[str, Any]:
     """Build one engine for real with verl's own config classes; report its repatch calls and ring state.
 
-    MindSpeed is put back as a new worker process has it first: its arguments persist
-    between repatch calls, and a real worker builds its engine in a process of its own.
+    MindSpeed is put back as a new worker process has it first, and Megatron's parallel state
+    destroyed: a worker that builds one engine. ``colocated``: neither, as when verl builds
+    colocated roles' engines one after the other in one process (the first one initialises
+    Megatron's parallel state, and MindSpeed keeps every argument any of them set).
     """
     from megatron.core import parallel_state
-    from megatron.core.transformer.dot_product_attention import DotProductAttention
     from mindspeed.core.context_parallel import model_parallel_utils
     from verl.trainer.config import CheckpointConfig
     from verl.workers.config import HFModelConfig, McoreEngineConfig, McoreOptimizerConfig
@@ -126,8 +140,14 @@ def build_engine(model_type: str, override: dict, model_dir: Path, context_paral
     optimizer_config = McoreOptimizerConfig(lr=1e-6)
     checkpoint_config = CheckpointConfig()
 
-    parallel_state.destroy_model_parallel()
-    calls = fresh_mindspeed()
+    if colocated:
+        from mindspeed import megatron_adaptor
+
+        calls = megatron_adaptor.calls
+        calls.clear()
+    else:
+        parallel_state.destroy_model_parallel()
+        calls = fresh_mindspeed()
     report: dict[str, Any] = {"override": override}
     try:
         engine = EngineRegistry.new(
@@ -141,7 +161,7 @@ def build_engine(model_type: str, override: dict, model_dir: Path, context_paral
     report["parallel_state_initialized_after"] = parallel_state.model_parallel_is_initialized()
     report["context_parallel_ranks"] = list(parallel_state.get_context_parallel_global_ranks())
     report["ring_state"] = model_parallel_utils.ring_state()
-    report["attention_forward"] = qualified_function(DotProductAttention.forward)  # which flash patch is on
+    report["attention"] = attention()  # the class MindSpeed left in place, and which forward patch is on
     report["repatch_calls"] = jsonable(calls)
     report["user_config_unchanged"] = engine_config.override_transformer_config == user_config_before
     report["user_config_after"] = jsonable(engine_config.override_transformer_config)
@@ -206,13 +226,23 @@ def direct_repatch_with_context_parallel() -> dict[str, Any]:
     return {"repatch_calls": jsonable(calls)}
 
 
+WARNINGS: list[str] = []  # what npu_shim warned in this process, in order
+
+
+class WarningRecorder(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            WARNINGS.append(record.getMessage())
+
+
 def load_verl(mode: str) -> dict[str, Any]:
     """Import verl under one activation of the shim; report what it resolves."""
     if mode not in MODES:
         raise SystemExit(f"mode must be one of {MODES}, not {mode!r}")
     if mode.startswith("import"):
         sys.path.insert(0, str(ROOT))
-    report: dict[str, Any] = {"mode": mode}
+    report: dict[str, Any] = {"mode": mode, "warnings": WARNINGS}
+    logging.getLogger("npu_shim").addHandler(WarningRecorder())
     if mode == "import-before":
         import npu_shim
 
@@ -224,6 +254,7 @@ def load_verl(mode: str) -> dict[str, Any]:
         import npu_shim
 
     report["verl_version"] = verl.__version__
+    report["mindspeed_line"] = importlib.import_module("mindspeed.lines").current().name
     report["torch_npu_simulated"] = getattr(sys.modules.get("torch_npu"), "SIMULATED", False)
     report["device"] = get_device_name()
     report["shim_loaded"] = "npu_shim" in sys.modules
@@ -241,6 +272,28 @@ ENGINE_CASES = {
     "attention_backend": {"attention_backend": "flash"},
     "batch_invariant": {"use_flash_attn_npu_batch_invariant": True},
 }
+BATCH_INVARIANT = ENGINE_CASES["batch_invariant"]
+# Colocated roles, in the order verl builds their engines in one worker process: critic, ref, actor.
+CRITIC, REF, ACTOR = ("critic", "value_model"), ("ref", "language_model"), ("actor", "language_model")
+COLOCATED = {
+    # verl's shipped YAML: the ref inherits the actor's override_transformer_config, the critic does not
+    "stock": [(*CRITIC, {}), (*REF, BATCH_INVARIANT), (*ACTOR, BATCH_INVARIANT)],
+    # the key set on the critic only: the actor and ref inherit MindSpeed's argument
+    "key_on_critic_only": [(*CRITIC, BATCH_INVARIANT), (*REF, {}), (*ACTOR, {})],
+}
+
+
+def build_colocated(roles: list[tuple[str, str, dict]], model_dir: Path) -> dict[str, Any]:
+    """Every role's engine in this one process, in verl's order, MindSpeed's state carried from one to the next."""
+    from megatron.core import parallel_state
+
+    parallel_state.destroy_model_parallel()
+    fresh_mindspeed()
+    first_warning = len(WARNINGS)
+    builds = {
+        role: build_engine(model_type, override, model_dir, colocated=True) for role, model_type, override in roles
+    }
+    return {"builds": builds, "warnings": WARNINGS[first_warning:]}
 
 
 def main(mode: str) -> dict[str, Any]:
@@ -261,6 +314,7 @@ def main(mode: str) -> dict[str, Any]:
         for model_type in ("value_model", "language_model"):
             for case, override in ENGINE_CASES.items():
                 engines[f"{model_type}/{case}"] = build_engine(model_type, override, Path(model_dir))
+        report["colocated"] = {name: build_colocated(roles, Path(model_dir)) for name, roles in COLOCATED.items()}
     report["engines"] = engines
     if hasattr(sys.modules["verl.workers.engine.mindspeed.transformer_impl"], "_mindspeed_repatch"):
         report["context_parallel"] = direct_repatch_with_context_parallel()

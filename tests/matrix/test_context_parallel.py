@@ -2,7 +2,10 @@
 
 MindSpeed builds the ring only if its ``repatch`` (with ``context_parallel_size``)
 came before Megatron's parallel state; nothing fails when it comes after, CP
-attention just has no ring (upstream #5697). Each activation runs probe.py as
+attention just has no ring (upstream #5697). At CP >= 2 MindSpeed puts its own
+attention class in place of Megatron's ``DotProductAttention`` and registers no fusion
+attention, so batch-invariant attention (``core_r0.16.0``) is the only ``forward``
+replacement and nothing is refused, with or without the shim. Each activation runs probe.py as
 two rank processes that build both engines with CP=2, MindSpeed put back as a
 fresh process has it before each build; real verl, real megatron-core, the
 MindSpeed stand-in of npu_shim.testing.
@@ -22,9 +25,12 @@ AFFECTED = VERL in ("0.6.1", "0.7.1")
 MODES = ("none", "sitecustomize")  # the single-rank matrix covers every activation
 WORLD_SIZE = 2
 UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_model and backend: megatron"
-DUPLICATE_PATCH = "RuntimeError: the patch of forward exist !"
 NO_RING = {"intra_window": None, "inter_window_kv": None, "inter_window_dkv": None}
-ATTENTION = "mindspeed.features_manager.dot_product_attention_forward"
+HAS_BATCH_INVARIANT = os.environ.get("NPU_SHIM_SIM_MINDSPEED", "core_r0.16.0") == "core_r0.16.0"  # as test_matrix
+CP_CLASS = "mindspeed.core.context_parallel.adaptor.MindSpeedCPDotProductAttention"
+CP_ATTENTION = f"{CP_CLASS} / mindspeed.core.context_parallel.dot_product_attention.CPDotProductAttentionImpl.forward"
+CP_BATCH_INVARIANT = f"{CP_CLASS} / mindspeed.features_manager.dot_product_attention_forward_batch_invariant"
+REFUSED = "ValueError: override_transformer_config.use_flash_attn_npu_batch_invariant=True with context_parallel_size=2"
 
 
 def ring(rank: int) -> dict[str, list[int]]:
@@ -53,34 +59,36 @@ def expected(mode: str, engine: str, rank: int) -> dict[str, Any]:
     """What each engine build gives on this verl, under this activation."""
     model_type, case = engine.split("/")
     shim = mode != "none"
+    # 0.6.1 without the shim hands MindSpeed only use_flash_attn and the CP size: never the user's key
+    key_reaches_mindspeed = case == "batch_invariant" and (shim or VERL != "0.6.1")
+    attention = CP_BATCH_INVARIANT if key_reaches_mindspeed and HAS_BATCH_INVARIANT else CP_ATTENTION
     if AFFECTED and not shim:
         if model_type == "value_model":
             return {"error": UNKNOWN_DEVICE}
-        if case == "batch_invariant" and VERL == "0.7.1":  # 0.7.1 passes the user's config, and use_flash_attn
-            return {"error": DUPLICATE_PATCH, "repatched": [True]}
-        return {"ring_state": NO_RING, "repatched": [True], "attention": ATTENTION}  # 0.6 drops the user's keys
-    if VERL == "0.8.0" and not shim and case == "batch_invariant":  # upstream #6674 is not in 0.8.0
-        return {"error": DUPLICATE_PATCH, "repatched": [False]}
-    attention = ATTENTION + ("_batch_invariant" if case == "batch_invariant" else "")
+        return {"ring_state": NO_RING, "repatched": [True], "attention": attention}
+    if shim and attention == CP_BATCH_INVARIANT:
+        return {"error": REFUSED}  # before MindSpeed is asked
     return {"ring_state": ring(rank), "repatched": [False], "attention": attention}
 
 
 def observed(build: dict[str, Any]) -> dict[str, Any]:
     repatched = [call["parallel_state_initialized"] for call in build.get("repatch_calls", [])]
     if "error" in build:
-        return {"error": build["error"], **({"repatched": repatched} if repatched else {})}
-    return {"ring_state": build["ring_state"], "repatched": repatched, "attention": build["attention_forward"]}
+        error = build["error"].split(": MindSpeed's batch-invariant")[0]  # the shim's refusal: its first clause
+        return {"error": error, **({"repatched": repatched} if repatched else {})}
+    return {"ring_state": build["ring_state"], "repatched": repatched, "attention": build["attention"]}
 
 
 def test_ring_state_per_engine_rank_and_activation(ranks, capsys):
-    table = [f"verl {VERL}, CP={WORLD_SIZE}: ring (inter-window KV ranks) per engine build"]
+    table = [f"verl {VERL}, CP={WORLD_SIZE}: ring (inter-window KV ranks) and attention forward per engine build"]
     mismatches = []
     for mode, reports in ranks.items():
         for rank, report in enumerate(reports):
             assert report["rank"] == rank and report["device"] == "npu"
             for engine, build in report["engines"].items():
                 got = observed(build)
-                table.append(f"  {mode:<14} rank {rank}  {engine:<30} {got.get('error') or got['ring_state']}")
+                built = got.get("error") or f"{got['ring_state']['inter_window_kv']}, {got['attention'].split('.')[-1]}"
+                table.append(f"  {mode:<14} rank {rank}  {engine:<30} {built}")
                 if got != expected(mode, engine, rank):
                     mismatches.append((mode, rank, engine, got, expected(mode, engine, rank)))
     with capsys.disabled():

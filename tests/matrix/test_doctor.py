@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_KEY = ("value_model", "megatron", "npu")
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
-FIXES = ["shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch"]
+FIXES = ["shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch", "mindspeed_line_repatch"]
 
 
 def _verl_release() -> str:
@@ -45,6 +45,8 @@ SHIM_WORK = (
     if AFFECTED
     else {**dict.fromkeys(FIXES, "native"), **({"batch_invariant_repatch": "applied"} if LACKS_6674 else {})}
 )
+# verl 0.9.x's own _mindspeed_repatch is mended per MindSpeed line; elsewhere the shim's own function is in place
+SHIM_WORK["mindspeed_line_repatch"] = "applied" if VERL_TUPLE >= (0, 9) else "not applicable"
 LAYOUT = "0.6/0.7" if AFFECTED else "0.8.0" if LACKS_6674 else "native"
 
 if not (AFFECTED or NATIVE):
@@ -126,7 +128,13 @@ def test_sees_verl_and_the_simulated_npu(case: str, request: pytest.FixtureReque
     assert report["device"] == "npu"
     assert report["engine_device"] == "npu"
     assert report["torch_npu"] == {"loaded": True, "importable": True, "simulated": True}
-    assert report["mindspeed"] == {"repatch_importable": True, "simulated": True}
+    assert report["mindspeed"] | {"meaning": None} == {  # the stand-in's default line, core_r0.16.0
+        "repatch_importable": True,
+        "simulated": True,
+        "batch_invariant_attention": True,
+        "context_parallel_wrapper": True,
+        "meaning": None,
+    }
     assert [fix["fix"] for fix in report["fixes"]] == FIXES
     assert report["exit_code"] == report["_returncode"]
 
@@ -224,3 +232,24 @@ def test_bootstrap_dir_prints_only_the_directory_and_imports_nothing_heavy() -> 
     assert "npu_shim" in imported
     heavy = {name for name in imported if name.split(".")[0] in {"wrapt", "torch", "verl", "npu_shim"}}
     assert heavy <= {"npu_shim", "npu_shim.__main__", "npu_shim._chain"}, heavy
+
+
+@pytest.mark.skipif(VERL != "0.9.1", reason="once, on a verl that has every upstream change and a guarded import")
+@pytest.mark.parametrize(
+    ("line", "found", "mend"),
+    [
+        ("2.3.0_core_r0.12.1", (True, False, True), "applied"),
+        ("core_r0.18.0", (True, False, False), "applied"),
+        ("2.1.0_core_r0.12.1", (False, False, True), "not applicable"),
+    ],
+)
+def test_names_what_each_mindspeed_line_offers(line: str, found: tuple[bool, bool, bool], mend: str) -> None:
+    report = _doctor(_clean_env(NPU_SHIM_SIM_MINDSPEED=line))
+    mindspeed = report["mindspeed"]
+    assert (
+        mindspeed["repatch_importable"],
+        mindspeed["batch_invariant_attention"] is True,
+        mindspeed["context_parallel_wrapper"],
+    ) == found
+    assert len(mindspeed["meaning"]) == (1 if line.startswith("2.1.0") else 2), mindspeed["meaning"]
+    assert _verdicts(report)["mindspeed_line_repatch"] == mend

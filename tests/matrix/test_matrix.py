@@ -23,12 +23,23 @@ SHIM_MODES = ("sitecustomize", "import-before", "import-after")
 UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_model and backend: megatron"
 DUPLICATE_PATCH = "RuntimeError: the patch of forward exist !"
 MINDSPEED_IMPL = "verl.workers.engine.mindspeed.transformer_impl"
+# The MindSpeed line the stand-in simulates in this environment (noxfile): only core_r0.16.0 has
+# batch-invariant flash attention; elsewhere use_flash_attn_npu_batch_invariant does nothing.
+LINE = os.environ.get("NPU_SHIM_SIM_MINDSPEED", "core_r0.16.0")
+HAS_BATCH_INVARIANT = LINE == "core_r0.16.0"
+MEGATRON_ATTENTION = "megatron.core.transformer.dot_product_attention.DotProductAttention"
+FUSION = f"{MEGATRON_ATTENTION} / mindspeed.features_manager.dot_product_attention_forward"
+UNFUSED = f"{MEGATRON_ATTENTION} / {MEGATRON_ATTENTION}.forward"  # Megatron's own: S x S scores in memory
+BATCH_INVARIANT = f"{FUSION}_batch_invariant"
+IGNORED = "use_flash_attn_npu_batch_invariant=True: this MindSpeed has no batch-invariant flash attention"
+INHERITED = "MindSpeed's batch-invariant flash attention (use_flash_attn_npu_batch_invariant) was turned on earlier"
 
 # What MindSpeed's repatch must receive, per engine-construction case, with upstream's newest semantics.
 NEWEST_SEMANTICS = {
     "defaults": {"use_flash_attn": True},
     "attention_backend": {"attention_backend": "AttnBackend.flash", "use_flash_attn": True},
-    "batch_invariant": {"use_flash_attn_npu_batch_invariant": True, "use_flash_attn": False},
+    # fusion attention off only where MindSpeed has batch-invariant attention (npu_shim's mend)
+    "batch_invariant": {"use_flash_attn_npu_batch_invariant": True, "use_flash_attn": not HAS_BATCH_INVARIANT},
 }
 # verl 0.8.0's own _mindspeed_repatch predates #6674: no enum mapping, no batch-invariant rule.
 VERL_0_8_0_SEMANTICS = {
@@ -38,11 +49,11 @@ VERL_0_8_0_SEMANTICS = {
 }
 VERDICTS = {  # per fix, with the shim active
     "0.6.1": {"shared_repatch": "applied", "value_engine": "applied", "lm_engine_repatch": "applied",
-              "batch_invariant_repatch": "not applicable"},
+              "batch_invariant_repatch": "not applicable", "mindspeed_line_repatch": "not applicable"},
     "0.8.0": {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native",
-              "batch_invariant_repatch": "applied"},
+              "batch_invariant_repatch": "applied", "mindspeed_line_repatch": "not applicable"},
     "0.9.1": {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native",
-              "batch_invariant_repatch": "native"},
+              "batch_invariant_repatch": "native", "mindspeed_line_repatch": "applied"},
 }  # fmt: skip
 VERDICTS["0.7.1"] = VERDICTS["0.6.1"]
 
@@ -85,10 +96,11 @@ def test_without_the_shim(reports):
         assert [call["parallel_state_initialized"] for call in lm["repatch_calls"]] == [True]
         assert lm["user_config_unchanged"] is False
         assert lm["user_config_after"] == {"use_flash_attn": True}
-    if LACKS_6674:  # MindSpeed refuses fusion plus batch-invariant attention; the backend name goes through as is
+    if LACKS_6674:  # fusion plus batch-invariant attention: MindSpeed core_r0.16.0 refuses, others ignore the key
         for model_type in ("value_model", "language_model"):
             engines = {case.split("/")[1]: e for case, e in report["engines"].items() if case.startswith(model_type)}
-            assert engines["batch_invariant"]["error"] == DUPLICATE_PATCH, model_type
+            built = engines["batch_invariant"].get("error") or engines["batch_invariant"]["attention"]
+            assert built == (DUPLICATE_PATCH if HAS_BATCH_INVARIANT else FUSION), model_type
             calls = engines["batch_invariant"]["repatch_calls"]
             assert [call["config"] for call in calls] == [VERL_0_8_0_SEMANTICS["batch_invariant"]], model_type
             assert engines["attention_backend"]["repatch_calls"][0]["config"]["attention_backend"] == "flash"
@@ -112,7 +124,8 @@ def test_every_upstream_export_is_in_place(reports, mode):
         assert export["present"], name
         assert export["in_all"] in (True, None), name
     shared = reports[mode]["exports"][f"{MINDSPEED_IMPL}._mindspeed_repatch"]["defined_in"]
-    assert shared == ("npu_shim.fixes.shared_repatch" if AFFECTED or LACKS_6674 else MINDSPEED_IMPL)
+    # the shim's own on every release: 0.6/0.7 lack it, 0.8.0 lacks #6674, 0.9.x the MindSpeed-line mend
+    assert shared == "npu_shim.fixes.shared_repatch"
 
 
 @pytest.mark.parametrize("mode", SHIM_MODES)
@@ -152,3 +165,77 @@ def test_fixes_apply_on_affected_releases_and_stand_aside_on_native_ones(reports
 def test_verl_files_on_disk_are_unchanged(reports):
     for mode, report in reports.items():
         assert report["verl_digest_before"] == report["verl_digest_after"], mode
+
+
+@pytest.mark.parametrize("mode", SHIM_MODES)
+def test_each_engine_gets_the_attention_its_mindspeed_line_has(reports, mode):
+    """Fusion attention by default; batch-invariant attention where MindSpeed has it, fusion attention where not."""
+    for case, engine in reports[mode]["engines"].items():
+        batch_invariant = case.endswith("/batch_invariant") and HAS_BATCH_INVARIANT
+        assert engine["attention"] == (BATCH_INVARIANT if batch_invariant else FUSION), case
+    warned = [w for w in reports[mode]["warnings"] if w.startswith("override_transformer_config." + IGNORED)]
+    assert len(warned) == (0 if HAS_BATCH_INVARIANT else 1), reports[mode]["warnings"]
+
+
+@pytest.mark.skipif(VERL != "0.8.0", reason="the flash-attention loss is measured against verl 0.8.0's own engines")
+def test_the_shim_never_takes_fusion_attention_away(reports):
+    """verl 0.8.0 without npu_shim keeps fusion attention wherever MindSpeed does not refuse it: so does the shim."""
+    baseline = reports["none"]["engines"]
+    for mode in SHIM_MODES:
+        for case, engine in reports[mode]["engines"].items():
+            if "error" not in baseline[case]:
+                assert engine["attention"] == baseline[case]["attention"], (mode, case)
+
+
+def colocated(report: dict[str, Any], scenario: str) -> dict[str, str]:
+    builds = report["colocated"][scenario]["builds"]
+    return {role: build.get("error") or build["attention"] for role, build in builds.items()}
+
+
+@pytest.mark.parametrize("mode", SHIM_MODES)
+def test_colocated_roles_build_with_the_shim(reports, mode):
+    """verl's order in one worker process (critic, ref, actor), MindSpeed's arguments carried between them."""
+    report = reports[mode]
+    on = BATCH_INVARIANT if HAS_BATCH_INVARIANT else FUSION
+    assert colocated(report, "stock") == {"critic": FUSION, "ref": on, "actor": on}
+    assert colocated(report, "key_on_critic_only") == {"critic": on, "ref": on, "actor": on}
+    warnings = report["colocated"]["key_on_critic_only"]["warnings"]
+    assert [w.startswith(INHERITED) for w in warnings] == ([True] if HAS_BATCH_INVARIANT else []), warnings
+
+
+@pytest.mark.skipif(VERL not in ("0.8.0", "0.9.1"), reason="0.6/0.7 fail earlier, at the critic")
+def test_colocated_roles_without_the_shim(reports):
+    """Upstream: 0.8.0 dies on the stock config (no #6674), 0.9.1 when only the critic sets the key."""
+    report = reports["none"]
+    refused = DUPLICATE_PATCH if HAS_BATCH_INVARIANT else FUSION
+    stock = colocated(report, "stock")
+    assert stock["ref"] == (refused if LACKS_6674 else BATCH_INVARIANT if HAS_BATCH_INVARIANT else FUSION)
+    assert colocated(report, "key_on_critic_only")["ref"] == (DUPLICATE_PATCH if HAS_BATCH_INVARIANT else FUSION)
+
+
+@pytest.fixture(scope="module")
+def on_2_3_0(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """verl 0.9.1 with the stand-in as MindSpeed 2.3.0_core_r0.12.1 (the line of verl's generic Ascend images)."""
+    directory = tmp_path_factory.mktemp("line-2.3.0")
+    children = {
+        mode: probe.start(mode, directory / f"{mode}.json", NPU_SHIM_SIM_MINDSPEED="2.3.0_core_r0.12.1")
+        for mode in ("none", "sitecustomize")
+    }
+    for mode, child in children.items():
+        _, stderr = child.communicate(timeout=600)
+        assert child.returncode == 0, f"probe {mode} failed:\n{stderr}"
+    return {mode: json.loads((directory / f"{mode}.json").read_text()) for mode in children}
+
+
+@pytest.mark.skipif(VERL != "0.9.1", reason="upstream's newest _mindspeed_repatch, on a line without the feature")
+def test_verl_0_9_1_takes_fusion_attention_away_on_2_3_0_and_the_shim_gives_it_back(on_2_3_0):
+    for mode, report in on_2_3_0.items():
+        assert report["mindspeed_line"] == "2.3.0_core_r0.12.1", mode
+        for model_type in ("value_model", "language_model"):
+            engine = report["engines"][f"{model_type}/batch_invariant"]
+            config = engine["repatch_calls"][0]["config"]
+            if mode == "none":  # upstream: fusion attention off for a key this MindSpeed ignores
+                assert (config["use_flash_attn"], engine["attention"]) == (False, UNFUSED)
+            else:
+                assert (config["use_flash_attn"], engine["attention"]) == (True, FUSION)
+    assert [w for w in on_2_3_0["sitecustomize"]["warnings"] if w.startswith("override_transformer_config.")] != []

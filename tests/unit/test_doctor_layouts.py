@@ -9,8 +9,9 @@ import sys
 import pytest
 from helpers import ROOT, clean_env
 
-ALL_FOUR = ("shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch")
-BACKPORTED = ("applied", "applied", "applied", "not applicable")  # the shim's own repatch has #6674
+ALL_FIXES = ("shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch", "mindspeed_line_repatch")
+# the shim's own repatch has #6674 and the MindSpeed-line mend; no synthetic tree holds 0.9.x's exact code
+BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable")
 
 
 @pytest.mark.parametrize(
@@ -18,10 +19,10 @@ BACKPORTED = ("applied", "applied", "applied", "not applicable")  # the shim's o
     [
         ("0.6", "0.6/0.7", BACKPORTED),
         ("0.7.1", "0.6/0.7", BACKPORTED),
-        ("release-0.7.1", "release/v0.7.1", ("applied", "applied", "native", "not applicable")),
-        ("main-pre-6135", "pre-#6135 main", ("applied", "applied", "native", "not applicable")),
-        ("0.9", "native", ("native",) * 4),
-        ("0.8-edited", "native", ("native", "native", "native", "not applicable")),
+        ("release-0.7.1", "release/v0.7.1", ("applied", "applied", "native", "not applicable", "not applicable")),
+        ("main-pre-6135", "pre-#6135 main", ("applied", "applied", "native", "not applicable", "not applicable")),
+        ("0.9", "native", ("native",) * 4 + ("not applicable",)),
+        ("0.8-edited", "native", ("native", "native", "native", "not applicable", "not applicable")),
     ],
 )
 def test_layout_id_and_verdicts(synthetic, tmp_path, layout, layout_id, verdicts):
@@ -36,6 +37,6 @@ def test_layout_id_and_verdicts(synthetic, tmp_path, layout, layout_id, verdicts
     )
     report = json.loads(completed.stdout)
     assert report["layout"]["id"] == layout_id
-    assert [(fix["fix"], fix["verdict"]) for fix in report["fixes"]] == list(zip(ALL_FOUR, verdicts, strict=True))
+    assert [(fix["fix"], fix["verdict"]) for fix in report["fixes"]] == list(zip(ALL_FIXES, verdicts, strict=True))
     assert report["value_model_megatron_resolves"] is True
     assert completed.returncode == 0, completed.stderr

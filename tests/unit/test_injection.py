@@ -58,6 +58,7 @@ def test_value_engine_is_injected_and_both_engines_repatch_once_before_the_mesh(
         "value_engine": "applied",
         "lm_engine_repatch": "applied",
         "batch_invariant_repatch": "not applicable",  # the shim's own _mindspeed_repatch has #6674
+        "mindspeed_line_repatch": "not applicable",  # and is the MindSpeed-line aware one
     }
     expected_call = {"attention_backend": "AttnBackend.flash", "use_flash_attn": "True"}
     for model_type in ("value_model", "language_model"):
@@ -100,6 +101,7 @@ def test_native_verl_is_left_alone(synthetic, run_with):
         "value_engine": "native",
         "lm_engine_repatch": "native",
         "batch_invariant_repatch": "native",
+        "mindspeed_line_repatch": "not applicable",  # a synthetic tree, not 0.9.x's exact code
     }
     assert "Traceback" not in run.stderr
 

@@ -1,22 +1,23 @@
 """SIMULATED ``mindspeed.megatron_adaptor``, from npu_shim.testing: ``repatch`` as MindSpeed's behaves.
 
-``repatch(config)`` removes every patch, sets each key of ``config`` on the
-process-wide argument namespace (``mindspeed.args_utils.get_mindspeed_args()``:
-keys persist between calls, unknown keys are stored too, nothing is validated;
-a mapping or a namespace is accepted, anything else raises ``TypeError``),
-then registers and applies the patches of every feature now on:
+Importing it applies the features MindSpeed's default arguments turn on (none of the
+modelled ones). ``repatch(config)`` removes every patch, sets each key of ``config`` on
+the process-wide argument namespace (``mindspeed.args_utils.get_full_args()``: keys persist
+between calls, unknown keys are stored too, nothing is validated; a mapping is required,
+as ``config.items()`` is what MindSpeed reads), then registers and applies the patches of
+every feature now on, for the simulated line (:mod:`mindspeed.lines`):
 
-- ``context_parallel_size > 1`` wraps the real
-  ``megatron.core.parallel_state.initialize_model_parallel``; the ring state is
-  built only when that wrapper runs (see ``mindspeed.core.context_parallel.model_parallel_utils``);
-- ``use_flash_attn`` and ``use_flash_attn_npu_batch_invariant`` each replace the
-  real ``DotProductAttention.forward``: both on raises
-  ``RuntimeError: the patch of forward exist !``, leaving the patches removed.
+- ``context_parallel_size > 1`` (lines with ring CP): Megatron's ``DotProductAttention``
+  becomes MindSpeed's context-parallel class and ``parallel_state.initialize_model_parallel``
+  is wrapped; the ring state is built only when that wrapper runs;
+- ``use_flash_attn`` at CP < 2 replaces ``DotProductAttention.forward``;
+- ``use_flash_attn_npu_batch_invariant`` (``core_r0.16.0``) replaces it too: with fusion
+  attention also registered, ``RuntimeError: the patch of forward exist !``, the patches left removed.
 
-Each call is also recorded in :data:`calls` (a shallow copy of the config and
-whether Megatron's parallel state was already initialised) and, with
-``NPU_SHIM_SIM_REPATCH_LOG=<file>``, appended to that file as a JSON line.
-Like MindSpeed, importing this module applies the features on by default (none).
+On ``2.1.0_core_r0.12.1`` there is no ``repatch`` at all. Each call is recorded in
+:data:`calls` (a shallow copy of the config and whether Megatron's parallel state was
+already initialised) and, with ``NPU_SHIM_SIM_REPATCH_LOG=<file>``, appended to that file
+as a JSON line.
 """
 
 from __future__ import annotations
@@ -26,24 +27,23 @@ import os
 import sys
 from typing import Any
 
-from mindspeed.args_utils import forget_mindspeed_args, get_mindspeed_args
+from mindspeed import lines
+from mindspeed.args_utils import forget_mindspeed_args, get_full_args, get_mindspeed_args
 from mindspeed.core.context_parallel.model_parallel_utils import forget_ring_state
-from mindspeed.features_manager import apply_features
-from mindspeed.patch_utils import PatchesManager
+from mindspeed.features_manager import MindSpeedFeaturesManager
+from mindspeed.patch_utils import MindSpeedPatchesManager
 
 SIMULATED = True
 calls: list[dict[str, Any]] = []
 
 
-def repatch(config: dict[str, Any]) -> None:
-    _record(config)
-    PatchesManager.remove_patches()
-    args = get_mindspeed_args()
-    # MindSpeed releases take a mapping (verl passes a dict) or an argparse namespace; anything
-    # else fails there too (TypeError from vars()).
-    for key, value in config.items() if hasattr(config, "items") else vars(config).items():
-        setattr(args, key, value)
-    apply_features(args)
+def repatch(args: dict[str, Any]) -> None:
+    _record(args)
+    MindSpeedFeaturesManager.remove_patches()
+    full_args = get_full_args()
+    for key, value in args.items():
+        setattr(full_args, key, value)
+    MindSpeedFeaturesManager.apply_features_patches(full_args)
 
 
 def _record(config: Any) -> None:
@@ -60,12 +60,29 @@ def _record(config: Any) -> None:
             file.write(json.dumps(record, default=str) + "\n")
 
 
-def simulate_fresh_process() -> None:
-    """Test-only: Megatron unpatched, MindSpeed's arguments and ring state as a new process has them."""
-    PatchesManager.remove_patches()
+def simulate_fresh_process(line: str | None = None) -> None:
+    """Test-only: Megatron unpatched, MindSpeed's arguments and ring state as a new process has them.
+
+    ``line`` simulates another MindSpeed line from now on (``repatch`` then exists or not as there).
+    """
+    MindSpeedPatchesManager.forget()
+    if line is not None:
+        lines.select(line)
     forget_mindspeed_args()
     forget_ring_state()
-    apply_features(get_mindspeed_args())
+    _expose_repatch()
+    MindSpeedFeaturesManager.apply_features_patches(get_mindspeed_args())
 
 
-apply_features(get_mindspeed_args())
+def _expose_repatch() -> None:
+    """``from mindspeed.megatron_adaptor import repatch`` fails on a line without it, as on 2.1.0_core_r0.12.1."""
+    module = sys.modules[__name__]
+    if lines.current().repatch:
+        module.repatch = repatch_function
+    else:
+        vars(module).pop("repatch", None)
+
+
+repatch_function = repatch
+_expose_repatch()
+MindSpeedFeaturesManager.apply_features_patches(get_mindspeed_args())

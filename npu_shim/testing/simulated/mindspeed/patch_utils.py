@@ -1,12 +1,15 @@
 """SIMULATED ``mindspeed.patch_utils``: how MindSpeed patches Megatron, as observed from outside.
 
-A patch targets a dotted path (``package.module.Class.attribute``). A function whose
-name ends in ``wrapper`` or ``decorator`` wraps whatever is there, and any number
-stack; any other function *replaces* the target, and a second, different
-replacement for the same target raises ``RuntimeError: the patch of <attribute>
-exist !`` when it is registered. Applying sets the attribute, and also rebinds
-every module in ``sys.modules`` that holds the original object under that name
-(``from x import f`` copies); removing puts the originals back.
+A patch targets a dotted path (``package.module.Class.attribute`` or ``package.module.Class``).
+One entry per target lives for the whole process, in the order targets were first registered.
+A function whose name ends in ``wrapper`` or ``decorator`` wraps whatever is there, and any
+number stack; anything else *replaces* the target, and a second replacement registered for the
+same target before the patches are removed raises ``RuntimeError: the patch of <attribute>
+exist !`` (the same function twice included). The owner of the target is looked up through
+the attributes as they are when the entry is first applied, and kept. Applying sets the
+attribute, and also rebinds every module in ``sys.modules`` that holds the object it replaces
+under that name (``from x import f`` copies); removing puts the originals back and forgets
+replacements and wrappers.
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 
-def _is_wrapper(function: Callable[..., Any]) -> bool:
+def _is_wrapper(function: Any) -> bool:
     return getattr(function, "__name__", "").endswith(("wrapper", "decorator"))
 
 
@@ -37,70 +39,77 @@ def _resolve(path: str) -> tuple[Any, str]:
     raise ImportError(f"cannot resolve the patch target {path!r}")
 
 
-@dataclass
 class Patch:
-    target: str
-    replacement: Callable[..., Any] | None = None
-    wrappers: list[Callable[..., Any]] = field(default_factory=list)
-    original: Any = None
-    applied: Any = None
-
-    @property
-    def name(self) -> str:
-        return self.target.rsplit(".", 1)[1]
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.name = target.rsplit(".", 1)[1]
+        self.replacement: Callable[..., Any] | None = None
+        self.wrappers: list[Callable[..., Any]] = []
+        self.owner: Any = None
+        self.original: Any = None
+        self.applied: Any = None
 
     def add(self, function: Callable[..., Any]) -> None:
         if _is_wrapper(function):
             if function not in self.wrappers:
                 self.wrappers.append(function)
-        elif self.replacement is not None and self.replacement is not function:
+        elif self.replacement is not None:
             raise RuntimeError(f"the patch of {self.name} exist !")
         else:
             self.replacement = function
 
     def apply(self) -> None:
-        owner, name = _resolve(self.target)
-        self.original = getattr(owner, name)
+        if self.owner is None:
+            self.owner, _ = _resolve(self.target)
+            self.original = getattr(self.owner, self.name)
+        current = getattr(self.owner, self.name)
         final = self.replacement or self.original
         for wrapper in self.wrappers:
             final = wrapper(final)
+        setattr(self.owner, self.name, final)
+        _rebind_copies(self.name, current, final)
         self.applied = final
-        setattr(owner, name, final)
-        _rebind_copies(name, self.original, final)
 
     def remove(self) -> None:
-        if self.applied is None:
-            return
-        owner, name = _resolve(self.target)
-        setattr(owner, name, self.original)
-        _rebind_copies(name, self.applied, self.original)
+        if self.applied is not None:
+            setattr(self.owner, self.name, self.original)
+            _rebind_copies(self.name, self.applied, self.original)
         self.applied = None
+        self.replacement = None
+        self.wrappers.clear()
 
 
 def _rebind_copies(name: str, old: Any, new: Any) -> None:
+    if old is new:
+        return
     # vars(), not getattr(): a module-level __getattr__ (lazy modules) must not run here.
-    for module in list(sys.modules.values()):
+    for module_name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
-        if isinstance(namespace, dict) and namespace.get(name) is old:
+        if "mindspeed" not in module_name and isinstance(namespace, dict) and namespace.get(name) is old:
             namespace[name] = new
 
 
-class PatchesManager:
+class MindSpeedPatchesManager:
     """All of MindSpeed's patches in this process."""
 
-    patches: dict[str, Patch] = {}  # noqa: RUF012 - one process-wide registry, as MindSpeed's
+    patches_info: dict[str, Patch] = {}  # noqa: RUF012 - one process-wide registry, as MindSpeed's
 
     @classmethod
     def register_patch(cls, target: str, function: Callable[..., Any]) -> None:
-        cls.patches.setdefault(target, Patch(target)).add(function)
+        cls.patches_info.setdefault(target, Patch(target)).add(function)
 
     @classmethod
     def apply_patches(cls) -> None:
-        for patch in cls.patches.values():
+        for patch in cls.patches_info.values():
             patch.apply()
 
     @classmethod
     def remove_patches(cls) -> None:
-        for patch in reversed(list(cls.patches.values())):
+        for patch in reversed(list(cls.patches_info.values())):
             patch.remove()
-        cls.patches.clear()
+
+    @classmethod
+    def forget(cls) -> None:
+        """Test-only: no entries at all, as in a new process (MindSpeed itself never forgets one)."""
+        cls.remove_patches()
+        cls.patches_info.clear()

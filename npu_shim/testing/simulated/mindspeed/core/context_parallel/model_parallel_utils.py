@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from mindspeed import lines
 from mindspeed.args_utils import get_mindspeed_args
 
 RING_ALGORITHMS = ("megatron_cp_algo", "hybrid_cp_algo")
@@ -88,3 +89,9 @@ def destroy_model_parallel_cp_wrapper(destroy_model_parallel: Callable[..., Any]
         return destroy_model_parallel(*args, **kwargs)
 
     return wrapper
+
+
+# core_r0.18.0 leaves context parallelism to Megatron and has no such wrappers. The line a
+# process starts as decides (a test that switches lines in-process keeps the module it has).
+if not lines.current().ring_context_parallel:
+    del initialize_model_parallel_cp_wrapper, destroy_model_parallel_cp_wrapper

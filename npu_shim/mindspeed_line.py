@@ -1,0 +1,135 @@
+"""What the MindSpeed in this process does with an engine's config: the line it is, and what earlier engines set.
+
+MindSpeed's lines differ where verl's config reaches them. Only ``core_r0.16.0`` has
+batch-invariant flash attention (``use_flash_attn_npu_batch_invariant``); there it replaces
+the same ``DotProductAttention.forward`` as fusion attention (``use_flash_attn``), so the two
+cannot both be on. On every other line (``2.3.0_core_r0.12.1``/``f2b0977e``, ``core_r0.17.0``,
+``core_r0.18.0``) the key does nothing, and turning fusion attention off for it leaves
+Megatron's unfused attention. On every line ``repatch`` only adds keys to one argument
+namespace per process, and its patches are class-level: verl builds colocated roles' engines
+one after the other in one process, so a key one engine set stays on for the next.
+
+Read through the ``mindspeed.args_utils`` that verl's import of ``mindspeed.megatron_adaptor``
+loaded; nothing here imports MindSpeed. Anything unreadable means "unknown", and the caller
+keeps upstream's behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from argparse import Namespace
+from collections.abc import Mapping
+from typing import Any
+
+import npu_shim
+
+logger = logging.getLogger("npu_shim")
+
+ARGS_UTILS = "mindspeed.args_utils"
+FUSION_ATTENTION = "use_flash_attn"
+BATCH_INVARIANT = "use_flash_attn_npu_batch_invariant"
+
+# Keys npu_shim's repatch handed MindSpeed earlier in this process (MindSpeed keeps them all).
+_passed: set[str] = set()
+
+
+def _arguments() -> tuple[Namespace | None, Namespace | None]:
+    """MindSpeed's option defaults (the options this line knows) and its arguments in this process."""
+    args_utils = sys.modules.get(ARGS_UTILS)
+    get_defaults = getattr(args_utils, "get_mindspeed_args", None)
+    get_current = getattr(args_utils, "get_full_args", None)
+    if get_defaults is None or get_current is None:
+        return None, None
+    try:
+        return get_defaults(get_defaults=True), get_current()
+    except Exception as error:  # a MindSpeed we cannot read: upstream's behaviour, not a failed engine
+        logger.debug("could not read MindSpeed's arguments: %s: %s", type(error).__name__, error)
+        return None, None
+
+
+def has_batch_invariant_attention() -> bool | None:
+    """Whether this MindSpeed has the batch-invariant flash attention feature; None when it cannot tell."""
+    defaults, _ = _arguments()
+    return None if defaults is None else hasattr(defaults, BATCH_INVARIANT)
+
+
+def fit(config: dict[str, Any]) -> None:
+    """Set ``use_flash_attn`` in ``config`` (a copy of the engine's keys) for this MindSpeed, and say what
+    an earlier engine in this process left on.
+
+    Upstream (#6674) turns fusion attention off whenever the batch-invariant key is set.
+    That is right only where MindSpeed has the feature; where it has none, fusion attention
+    stays as the config says (on by default). Where it has the feature and an earlier engine
+    in this process turned it on, it is still on for this engine, so fusion attention must be
+    off here too or MindSpeed raises ``the patch of forward exist !``. Batch-invariant attention
+    with context parallelism is refused: see :func:`_refuse_context_parallelism`.
+    """
+    defaults, current = _arguments()
+    if defaults is not None and hasattr(defaults, BATCH_INVARIANT):
+        _refuse_context_parallelism(config, current)
+    config[FUSION_ATTENTION] = _fusion_attention(config, defaults, current)
+    if current is not None:
+        _note_inherited_keys(config, defaults, current)
+    _passed.update(config)
+
+
+def _fusion_attention(config: Mapping[str, Any], defaults: Namespace | None, current: Namespace | None) -> Any:
+    requested = bool(config.get(BATCH_INVARIANT))
+    configured = config.get(FUSION_ATTENTION, True)
+    if defaults is not None and not hasattr(defaults, BATCH_INVARIANT):
+        if requested:
+            npu_shim.warn_once(
+                "batch-invariant-unsupported",
+                "override_transformer_config.%s=True: this MindSpeed has no batch-invariant flash attention "
+                "(only MindSpeed core_r0.16.0 has it) and ignores the key; fusion attention (%s) stays %s",
+                BATCH_INVARIANT,
+                FUSION_ATTENTION,
+                "on" if configured else "off, as the config sets it",
+            )
+        return configured
+    inherited = BATCH_INVARIANT not in config and bool(getattr(current, BATCH_INVARIANT, False))
+    if inherited:
+        npu_shim.warn_once(
+            "batch-invariant-inherited",
+            "MindSpeed's batch-invariant flash attention (%s) was turned on earlier in this process and "
+            "MindSpeed's patches are process-wide: every engine in this process, this one included, runs "
+            "batch-invariant attention; %s is set False for this engine too (else MindSpeed raises "
+            "'the patch of forward exist !')",
+            BATCH_INVARIANT,
+            FUSION_ATTENTION,
+        )
+    return False if requested or inherited else configured
+
+
+def _note_inherited_keys(config: Mapping[str, Any], defaults: Namespace | None, current: Namespace) -> None:
+    """Warn once per key that an earlier engine handed MindSpeed and this one does not set: it still applies."""
+    for key in sorted(_passed - config.keys() - {BATCH_INVARIANT}):  # that one has its own warning
+        value = getattr(current, key, None)
+        if value != getattr(defaults, key, None):
+            npu_shim.warn_once(
+                f"inherited-{key}",
+                "MindSpeed keeps its arguments for the whole process: this engine's override_transformer_config "
+                "does not set %s, so MindSpeed keeps %s=%r from an earlier engine in this process "
+                "(verl builds colocated roles one after the other in one process)",
+                key,
+                key,
+                value,
+            )
+
+
+def _refuse_context_parallelism(config: Mapping[str, Any], current: Namespace | None) -> None:
+    """Batch-invariant attention replaces MindSpeed's context-parallel (ring) attention: refuse CP > 1 with it.
+
+    MindSpeed's own argument validation rejects the pair, but ``repatch`` validates nothing: the
+    engine builds, and each CP rank attends only to its own part of the sequence.
+    """
+    batch_invariant = config.get(BATCH_INVARIANT, getattr(current, BATCH_INVARIANT, False))
+    size = config.get("context_parallel_size", getattr(current, "context_parallel_size", 1))
+    if batch_invariant and int(size) > 1:
+        raise ValueError(
+            f"override_transformer_config.{BATCH_INVARIANT}=True with context_parallel_size={size}: MindSpeed's "
+            "batch-invariant flash attention replaces its context-parallel (ring) attention, so each rank would "
+            "attend only to its own part of the sequence (MindSpeed's own argument check rejects this pair: "
+            "'does not support context parallelism yet'). Use context_parallel_size=1, or drop the key."
+        )

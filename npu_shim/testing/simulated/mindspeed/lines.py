@@ -1,0 +1,68 @@
+"""SIMULATED MindSpeed's release lines: what each line users run does where verl depends on it.
+
+One profile per line, chosen by ``NPU_SHIM_SIM_MINDSPEED`` (default ``core_r0.16.0``) or, in
+tests, by ``mindspeed.megatron_adaptor.simulate_fresh_process(line)``. Read from each line's
+source (Ascend/MindSpeed, branch heads named in the README), never copied from it:
+
+- ``repatch``: ``mindspeed.megatron_adaptor.repatch`` exists (``2.1.0_core_r0.12.1`` has none,
+  so verl's ``from mindspeed.megatron_adaptor import repatch`` fails there);
+- ``batch_invariant``: the batch-invariant feature and its ``--use-flash-attn-npu-batch-invariant``
+  option exist (``core_r0.16.0`` only); it replaces ``DotProductAttention.forward`` at any CP size;
+- ``ring_context_parallel``: at ``context_parallel_size > 1`` MindSpeed swaps Megatron's
+  ``DotProductAttention`` class for its context-parallel one and wraps
+  ``parallel_state.initialize_model_parallel``, whose wrapper fills the ring state
+  (``core_r0.18.0`` leaves CP to Megatron: neither happens).
+Fusion attention (``use_flash_attn``) replaces ``DotProductAttention.forward`` at CP < 2 on every line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+VARIABLE = "NPU_SHIM_SIM_MINDSPEED"
+DEFAULT = "core_r0.16.0"
+
+
+@dataclass(frozen=True)
+class Line:
+    name: str
+    repatch: bool
+    batch_invariant: bool
+    ring_context_parallel: bool
+
+
+LINES = {
+    # f2b0977e (Oct 2025) is an ancestor of 2.3.0_core_r0.12.1 and the same in all of the above.
+    "2.3.0_core_r0.12.1": Line("2.3.0_core_r0.12.1", repatch=True, batch_invariant=False, ring_context_parallel=True),
+    "core_r0.16.0": Line("core_r0.16.0", repatch=True, batch_invariant=True, ring_context_parallel=True),
+    "core_r0.18.0": Line("core_r0.18.0", repatch=True, batch_invariant=False, ring_context_parallel=False),
+    "2.1.0_core_r0.12.1": Line("2.1.0_core_r0.12.1", repatch=False, batch_invariant=False, ring_context_parallel=True),
+}
+LINES["f2b0977e"] = LINES["2.3.0_core_r0.12.1"]
+
+_selected: Line | None = None
+
+
+def by_name(name: str) -> Line:
+    try:
+        return LINES[name]
+    except KeyError:
+        raise ValueError(
+            f"{VARIABLE}={name!r} names no simulated MindSpeed line; use one of: {', '.join(LINES)}"
+        ) from None
+
+
+def current() -> Line:
+    """The line this process simulates: chosen once from the environment, or by :func:`select`."""
+    global _selected
+    if _selected is None:
+        _selected = by_name(os.environ.get(VARIABLE, "").strip() or DEFAULT)
+    return _selected
+
+
+def select(name: str) -> Line:
+    """Test-only: simulate another line from now on (a real process has one MindSpeed for its lifetime)."""
+    global _selected
+    _selected = by_name(name)
+    return _selected
