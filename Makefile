@@ -9,7 +9,7 @@ TOOLS := .cache/tools
 TOOLS_STAMP := $(TOOLS)/.pins-$(subst ==,-,$(subst $() ,_,$(TOOLS_PINS)))
 NOX := $(TOOLS)/bin/nox
 
-.PHONY: test demo bench envs
+.PHONY: test demo bench envs mutations
 
 test: $(TOOLS_STAMP)
 	$(NOX) -s lint unit matrix
@@ -19,6 +19,9 @@ demo: $(TOOLS_STAMP)
 
 bench: $(TOOLS_STAMP)
 	$(NOX) -s bench
+
+mutations: $(TOOLS_STAMP)
+	$(NOX) -s mutations
 
 envs: $(TOOLS_STAMP)
 	$(NOX) -s build_envs

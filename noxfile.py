@@ -126,6 +126,13 @@ def build_envs(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def mutations(session: nox.Session) -> None:
+    """Deliberate bugs, one at a time, against the unit layer (scripts/mutations.py)."""
+    python = cached_env(session, "unit", TEST_TOOLS)
+    session.run(str(python), str(ROOT / "scripts" / "mutations.py"), *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
     """Start-up and import-time benchmark: paired runs, medians and ratios."""
     python = verl_env(session, DEMO_VERL)

@@ -114,7 +114,7 @@ def install_hook() -> None:
     hook.register()
 
 
-def activate(via: str) -> bool:
+def activate(via: str = "import") -> bool:
     """Activate the shim in this process; any number of calls activate it once.
 
     Returns False when ``NPU_SHIM_DISABLE`` is set. Safe before or after verl is
@@ -203,11 +203,29 @@ def _imported_by_verl() -> bool:
     return "verl" in sys.modules and names_npu_shim(os.environ.get(VERL_MODULES))
 
 
+def _imported_for_a_module_of_ours() -> bool:
+    """Whether this import is of one of our modules by its full name (``from npu_shim.testing import ...``).
+
+    Python imports a package before its module; the import system's own frames tell which was asked for.
+    Reading constants or using the simulated-NPU kit must leave the process as it was.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_find_and_load" and frame.f_code.co_filename.startswith("<frozen importlib"):
+            name = frame.f_locals.get("name")
+            if isinstance(name, str) and name.startswith(__name__ + "."):
+                return True
+        frame = frame.f_back
+    return False
+
+
 if not _started_by_our_sitecustomize():
     if _imported_by_verl():
         # Children inherit the variable and activate where they import verl: no PYTHONPATH to add,
         # so interpreters that never import verl (Ray's helpers, pip) pay nothing.
         activate(VERL_MODULES)
+    elif _imported_for_a_module_of_ours():
+        pass  # `import npu_shim` (or `npu_shim.activate()`) is the route; a module of ours is not
     elif activate("import"):
         from npu_shim.propagation import propagate
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -72,3 +74,36 @@ def run_python(
     if check and run.returncode != 0:
         raise AssertionError(f"child exited {run.returncode}\nstdout:\n{run.stdout}\nstderr:\n{run.stderr}")
     return run
+
+
+def port_race(output: str) -> bool:
+    """Whether a process failed because its free port was taken before it could listen (torch's TCPStore).
+
+    ``free_port()`` binds port 0 and closes the socket; the rank that listens on it binds it again
+    later, and on a busy machine another process can take it in between. Not an outcome of the
+    code under test: the callers retry with a new port.
+    """
+    lowered = output.lower()
+    return "eaddrinuse" in lowered or "address already in use" in lowered
+
+
+PORT_ATTEMPTS = 3  # a new port each time; three races in a row would be a real problem
+
+
+def run_in_session(command: list[str], env: Mapping[str, str], cwd: os.PathLike[str] | str, timeout: float) -> Run:
+    """Run ``command`` in a session of its own; on return or timeout, end every process it started.
+
+    A Ray driver starts a cluster (raylet, GCS, workers) that outlives a killed driver: ending
+    the whole session leaves nothing running for the next test, and a timeout still fails the test.
+    """
+    process = subprocess.Popen(
+        command, env=dict(env), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return Run(process.returncode, stdout, stderr)

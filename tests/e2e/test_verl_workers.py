@@ -14,13 +14,10 @@ workers per role) runs in one only, and 0.8.0 (fixed upstream) runs with the shi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -28,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, clean_env, run_python
+from helpers import ROOT, clean_env, port_race, run_in_session, run_python
 
 from npu_shim.testing import ray_npu_resources, read_repatch_log, simulated_npu_env, tiny_model_dir
 
@@ -89,32 +86,23 @@ def drive(mode: str, workers: int, directory: Path, colocate: bool = False) -> S
     plan_file = directory / f"{mode}-plan.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
     base = clean_env([ROOT] if mode == "sitecustomize" else [], RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-    # a session of its own, so that a driver that overruns is ended with the Ray processes it started
-    driver = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("driver.py")), str(plan_file)],
-        env=simulated_npu_env(base, repatch_log=log),
-        cwd=directory,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = driver.communicate(timeout=DRIVER_TIMEOUT)
+    try:  # a session of its own, so that a driver that overruns is ended with the Ray processes it started
+        driver = run_in_session(
+            [sys.executable, str(Path(__file__).with_name("driver.py")), str(plan_file)],
+            env=simulated_npu_env(base, repatch_log=log),
+            cwd=directory,
+            timeout=DRIVER_TIMEOUT,
+        )
     finally:
-        with contextlib.suppress(ProcessLookupError):  # the driver if it overran, any Ray process it left behind
-            os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait()
         shutil.rmtree(ray_temp_dir, ignore_errors=True)
-    assert driver.returncode == 0, f"{mode} driver failed:\n{stderr[-6000:]}"
-    report = json.loads(stdout.strip().splitlines()[-1])
+    assert driver.returncode == 0, f"{mode} driver failed:\n{driver.stderr[-6000:]}"
+    report = json.loads(driver.stdout.strip().splitlines()[-1])
     return Scenario(workers, report, read_repatch_log(log))
 
 
-def port_race(run: Scenario) -> bool:
-    """verl picks its master port by binding port 0 and closing the socket; the rank-0 worker binds it again
-    later, and on a busy machine another process can take it in between (EADDRINUSE in the actor)."""
-    return any("EADDRINUSE" in role.get("error", "") for role in run.report["roles"].values())
+def raced(run: Scenario) -> bool:
+    """verl picks its master port by binding port 0 and closing the socket, as free_port() does (helpers.port_race)."""
+    return any(port_race(role.get("error", "")) for role in run.report["roles"].values())
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +116,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory):
             workers = 1 if colocate else SCENARIOS[VERL][mode]
             try:
                 run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate)
-                if port_race(run):  # once more, in a new cluster: not an outcome of the shim or of verl's engines
+                if raced(run):  # once more, in a new cluster: not an outcome of the shim or of verl's engines
                     run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate)
                 cache[key] = run
             except AssertionError as failure:

@@ -6,7 +6,7 @@ import os
 import textwrap
 
 import pytest
-from helpers import ROOT, clean_env, run_python
+from helpers import PORT_ATTEMPTS, ROOT, clean_env, port_race, run_python
 
 from npu_shim.testing import free_port, read_repatch_log, simulated_npu_env
 
@@ -23,9 +23,14 @@ def test_fixtures_give_verl_an_npu_and_record_repatch(simulated_npu, repatch_cal
     assert get_device_name() == "npu"
     with pytest.raises(RuntimeError, match="simulated NPU"):
         torch_npu.npu_fusion_attention()
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
     from verl.workers.engine.mindspeed import transformer_impl
 
-    transformer_impl.repatch({"use_flash_attn": True})  # the name verl bound: the recording stand-in
+    megatron_forward = DotProductAttention.forward
+    transformer_impl.repatch({"use_flash_attn": True})  # the name verl bound: the stand-in, acting on Megatron
+    assert DotProductAttention.forward is not megatron_forward
+    with pytest.raises(RuntimeError, match="npu_fusion_attention: simulated NPU"):
+        DotProductAttention.forward(None)
     assert repatch_calls == [
         {"config": {"use_flash_attn": True}, "parallel_state_initialized": False, "pid": os.getpid()}
     ]
@@ -65,11 +70,16 @@ def test_verl_workers_process_group_runs_on_the_simulated_hccl(tmp_path):
     simulate_npu()
     import torch
     from verl.utils.distributed import initialize_global_process_group_ray
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{free_port()}", RANK="0", WORLD_SIZE="1")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{{port}}", RANK="0", WORLD_SIZE="1")
     initialize_global_process_group_ray()
     values = torch.ones(2)
     torch.distributed.all_reduce(values, group=torch.distributed.new_group([0]))
     print(torch.distributed.get_backend(), values.tolist())
     """
-    completed = run_python(textwrap.dedent(script), clean_env(), cwd=tmp_path, timeout=300)
+    for attempt in range(1, PORT_ATTEMPTS + 1):  # a new port if another process took the free one first
+        code = textwrap.dedent(script).format(port=free_port())
+        completed = run_python(code, clean_env(), cwd=tmp_path, timeout=300, check=False)
+        if completed.returncode == 0 or attempt == PORT_ATTEMPTS or not port_race(completed.stderr):
+            break
+    assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines()[-1] == "cpu:gloo,npu:hccl [1.0, 1.0]"

@@ -49,7 +49,7 @@ def verl_files_digest() -> str:
 
 
 def testing_kit() -> Any:
-    """``npu_shim.testing`` loaded from its file (standard library only): importing the package activates the shim."""
+    """``npu_shim.testing`` loaded from its file (standard library only): npu_shim is not on sys.path in every mode."""
     spec = importlib.util.spec_from_file_location("npu_shim_testing_kit", ROOT / "npu_shim" / "testing" / "__init__.py")
     kit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(kit)
@@ -77,6 +77,20 @@ def start(mode: str, output: Path, *options: str, **variables: str) -> subproces
     )
 
 
+def finish(children: dict[str, subprocess.Popen[str]], timeout: float = 600) -> dict[str, tuple[int, str]]:
+    """Wait for every child: (exit status, stderr) by name. Each one is ended if it overran, or if waiting failed."""
+    results = {}
+    try:
+        for name, child in children.items():
+            _, stderr = child.communicate(timeout=timeout)
+            results[name] = (child.returncode, stderr)
+    finally:
+        for child in children.values():
+            child.kill()
+            child.wait()
+    return results
+
+
 def start_ranks(mode: str, directory: Path, world_size: int = 2) -> list[tuple[subprocess.Popen[str], Path]]:
     """``world_size`` rank processes of one activation (context parallelism over all of them), and their outputs."""
     port = str(testing_kit().free_port())
@@ -99,7 +113,7 @@ def qualified(cls: Any) -> str:
 def fresh_mindspeed() -> list[dict[str, Any]]:
     """The MindSpeed stand-in as a new process has it; its (emptied) list of repatch calls.
 
-    Used directly rather than through npu_shim.testing: importing npu_shim would activate the shim.
+    Used directly rather than through npu_shim.testing: npu_shim is not on sys.path in every mode.
     """
     from mindspeed import megatron_adaptor
 
@@ -296,6 +310,20 @@ def build_colocated(roles: list[tuple[str, str, dict]], model_dir: Path) -> dict
     return {"builds": builds, "warnings": WARNINGS[first_warning:]}
 
 
+def init_single_rank(attempts: int = 3) -> None:
+    """A one-rank gloo group on a free port; a new port if another process took it first (a busy machine)."""
+    import torch
+
+    for attempt in range(1, attempts + 1):
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(testing_kit().free_port()))
+        try:
+            torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+            return
+        except RuntimeError as error:
+            if attempt == attempts or "EADDRINUSE" not in str(error).upper():
+                raise
+
+
 def main(mode: str) -> dict[str, Any]:
     """One gloo rank: resolution, exports, and every engine case."""
     import torch
@@ -307,8 +335,7 @@ def main(mode: str) -> dict[str, Any]:
     report["language_model"] = resolve("language_model")
     report["exports"] = exports()
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(testing_kit().free_port()))
-    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+    init_single_rank()
     engines: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as model_dir:
         for model_type in ("value_model", "language_model"):

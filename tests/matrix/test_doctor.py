@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from npu_shim.testing import simulated_npu_env  # a module of npu_shim: the shim stays inactive here
+
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_KEY = ("value_model", "megatron", "npu")
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
@@ -53,25 +55,11 @@ if not (AFFECTED or NATIVE):
     raise pytest.UsageError(f"tests/matrix needs verl 0.6 or later installed (found {VERL!r}); run `make test`")
 
 
-def _simulated_npu_env(base: dict[str, str]) -> dict[str, str]:
-    # `import npu_shim` activates the shim in this process and puts its bootstrap directory
-    # on os.environ["PYTHONPATH"]; keep the latter from leaking into other tests' subprocesses.
-    before = os.environ.get("PYTHONPATH")
-    try:
-        from npu_shim.testing import simulated_npu_env
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
-    return simulated_npu_env(base)
-
-
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
     env["PYTHONPATH"] = str(ROOT)  # npu_shim importable; its sitecustomize activates the shim
     env.update(extra)
-    return _simulated_npu_env(env)
+    return simulated_npu_env(env)
 
 
 def _doctor(env: dict[str, str]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ FUSION = f"{MEGATRON_ATTENTION} / mindspeed.features_manager.dot_product_attenti
 UNFUSED = f"{MEGATRON_ATTENTION} / {MEGATRON_ATTENTION}.forward"  # Megatron's own: S x S scores in memory
 BATCH_INVARIANT = f"{FUSION}_batch_invariant"
 IGNORED = "use_flash_attn_npu_batch_invariant=True: this MindSpeed has no batch-invariant flash attention"
+SECOND_ENGINE_ON_0_6 = "AssertionError: data parallel group is already initialized"
 INHERITED = "MindSpeed's batch-invariant flash attention (use_flash_attn_npu_batch_invariant) was turned on earlier"
 
 # What MindSpeed's repatch must receive, per engine-construction case, with upstream's newest semantics.
@@ -68,9 +69,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         children = {}
         for mode in pair:
             children[mode] = probe.start(mode, directory / f"{mode}.json")
-        for mode, child in children.items():
-            _, stderr = child.communicate(timeout=600)
-            assert child.returncode == 0, f"probe {mode} failed:\n{stderr}"
+        for mode, (status, stderr) in probe.finish(children).items():
+            assert status == 0, f"probe {mode} failed:\n{stderr}"
             results[mode] = json.loads((directory / f"{mode}.json").read_text())
     return results
 
@@ -197,8 +197,12 @@ def test_colocated_roles_build_with_the_shim(reports, mode):
     """verl's order in one worker process (critic, ref, actor), MindSpeed's arguments carried between them."""
     report = reports[mode]
     on = BATCH_INVARIANT if HAS_BATCH_INVARIANT else FUSION
-    assert colocated(report, "stock") == {"critic": FUSION, "ref": on, "actor": on}
-    assert colocated(report, "key_on_critic_only") == {"critic": on, "ref": on, "actor": on}
+    # verl 0.6's Megatron engine initialises the parallel state whatever is there: a second engine in one
+    # process fails in verl itself, after its repatch (0.7 added the is_initialized() check; 0.6's stock
+    # trainer never colocates engine workers)
+    later = SECOND_ENGINE_ON_0_6 if VERL == "0.6.1" else on
+    assert colocated(report, "stock") == {"critic": FUSION, "ref": later, "actor": later}
+    assert colocated(report, "key_on_critic_only") == {"critic": on, "ref": later, "actor": later}
     warnings = report["colocated"]["key_on_critic_only"]["warnings"]
     assert [w.startswith(INHERITED) for w in warnings] == ([True] if HAS_BATCH_INVARIANT else []), warnings
 
@@ -221,9 +225,8 @@ def on_2_3_0(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
         mode: probe.start(mode, directory / f"{mode}.json", NPU_SHIM_SIM_MINDSPEED="2.3.0_core_r0.12.1")
         for mode in ("none", "sitecustomize")
     }
-    for mode, child in children.items():
-        _, stderr = child.communicate(timeout=600)
-        assert child.returncode == 0, f"probe {mode} failed:\n{stderr}"
+    for mode, (status, stderr) in probe.finish(children).items():
+        assert status == 0, f"probe {mode} failed:\n{stderr}"
     return {mode: json.loads((directory / f"{mode}.json").read_text()) for mode in children}
 
 

@@ -8,11 +8,10 @@ in time and always shut down.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 
-from helpers import ROOT, clean_env
+from helpers import ROOT, clean_env, run_in_session
 
 from npu_shim.testing import SIMULATED_DIR
 
@@ -40,14 +39,11 @@ finally:
 def drive(setup: str, tmp_path, **env: str) -> list[str]:
     script = tmp_path / "driver.py"
     script.write_text(f"import json, os, sys\nsys.path.insert(0, {str(ROOT)!r})\n" + textwrap.dedent(setup) + ACTOR)
-    completed = subprocess.run(
+    completed = run_in_session(
         [sys.executable, str(script)],
         env=clean_env([SIMULATED_DIR], RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", **env),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=420,
-        check=False,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])

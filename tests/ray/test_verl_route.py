@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, clean_env
+from helpers import ROOT, clean_env, run_in_session
 
 from npu_shim.testing import SIMULATED_DIR
 
@@ -96,9 +96,7 @@ def test_verl_imports_the_shim_in_workers_and_the_doctor_reports_a_new_jobs_work
         init = f", runtime_env=json.loads({printed.strip()!r})"
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(DRIVER).replace("{init}", init))
-    completed = subprocess.run(
-        [sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
-    )
+    completed = run_in_session([sys.executable, str(script)], env=env, cwd=tmp_path, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]
     result = json.loads(completed.stdout.strip().splitlines()[-1])
 

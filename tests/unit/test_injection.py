@@ -84,17 +84,30 @@ def test_pre_6135_main_gets_the_value_engine_and_keeps_its_own_lm_engine(synthet
     assert report["value_model"]["shim"] is True
     assert report["outcomes"]["lm_engine_repatch"][0] == "native"
     assert built["language_model"]["events"] == ["repatch", "mesh"]  # verl's own inline code
+    own = __import__("json").loads(run_with(OWN_CODE, synthetic("main-pre-6135"), report=False).stdout)
+    assert own["lm_init_device_mesh"] == VERLS_OWN
     assert built["value_model"]["events"] == ["repatch", "mesh"]
 
 
+# verl's own methods and functions in its MindSpeed module, and where their code comes from.
+OWN_CODE = """
+import json
+from verl.workers.engine.mindspeed import transformer_impl as impl
+def origin(function):
+    return [function.__module__, function.__code__.co_filename == impl.__file__, hasattr(function, "__npu_shim__")]
+print(json.dumps({
+    "lm_init_device_mesh": origin(impl.MindspeedEngineWithLMHead.__dict__["_init_device_mesh"]),
+    "mindspeed_repatch": origin(getattr(impl, "_mindspeed_repatch", origin)),
+}))
+"""
+VERLS_OWN = ["verl.workers.engine.mindspeed.transformer_impl", True, False]
+
+
 def test_native_verl_is_left_alone(synthetic, run_with):
-    code = """
-    import verl.workers.engine as engine
-    from verl.workers.engine.mindspeed import transformer_impl
-    before = {k: dict(v) for k, v in engine.EngineRegistry._engines["value_model"].items()}
-    """
-    run = run_with(code, synthetic("0.9"))
+    run = run_with("import verl.workers.engine\n" + OWN_CODE, synthetic("0.9"))
     report = run.report
+    own = __import__("json").loads(run.stdout.strip().splitlines()[-2])
+    assert own == {"lm_init_device_mesh": VERLS_OWN, "mindspeed_repatch": VERLS_OWN}
     assert report["value_model"]["shim"] is False
     assert {fix: verdict for fix, (verdict, _) in report["outcomes"].items()} == {
         "shared_repatch": "native",
@@ -203,3 +216,37 @@ print(known_release(types.SimpleNamespace(__code__=init)))
     )
     expected = {"0.6": "0.6.0, 0.6.1, 0.7.0", "0.7.1": "0.7.1", "edited-0.7.1": "None"}[layout]
     assert completed.stdout.strip() == expected
+
+
+# Makes the fix's fingerprint table recognise the synthetic tree's _mindspeed_repatch, as the real
+# release's is recognised (the tree's code is not verl's, and no verl code is copied here).
+RECOGNISE = """
+import json, sys
+from npu_shim import fingerprint
+from npu_shim.fixes import {module} as fix
+path = {path!r}
+code = fingerprint.find_code(compile(open(path).read(), path, "exec"), "_mindspeed_repatch")
+fix.{table}[sys.version_info[:2]] = {{fingerprint.code_fingerprint(code): "{release}"}}
+import verl.workers.engine
+from verl.workers.engine.mindspeed import transformer_impl as impl
+from npu_shim.fixes.shared_repatch import REPLACED, mindspeed_repatch
+print(json.dumps({{"rebound": impl._mindspeed_repatch is mindspeed_repatch,
+                   "kept": vars(impl)[REPLACED].__code__.co_filename == impl.__file__}}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "table", "release", "layout"),
+    [
+        ("batch_invariant_repatch", "VERL_0_8_0", "0.8.0", "0.8-edited"),
+        ("mindspeed_line_repatch", "VERL_0_9", "0.9.0, 0.9.1", "0.9"),
+    ],
+)
+def test_a_recognised_mindspeed_repatch_is_rebound_to_the_shims(synthetic, run_with, module, table, release, layout):
+    tree = synthetic(layout)
+    path = tree / "verl" / "workers" / "engine" / "mindspeed" / "transformer_impl.py"
+    run = run_with(RECOGNISE.format(module=module, table=table, release=release, path=str(path)), tree)
+    assert __import__("json").loads(run.stdout.strip().splitlines()[-2]) == {"rebound": True, "kept": True}
+    verdict, reason = run.report["outcomes"][module]
+    assert verdict == "applied"
+    assert f"(verl {release}'s)" in reason

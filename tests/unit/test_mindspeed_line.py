@@ -15,8 +15,7 @@ from types import SimpleNamespace
 import pytest
 from test_repatch_semantics import EngineConfig
 
-import npu_shim
-from npu_shim import mindspeed_line
+import npu_shim.mindspeed_line as mindspeed_line  # noqa: PLR0402 - `from npu_shim import` would activate the shim
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
 from npu_shim.layout import MINDSPEED_IMPL
 
@@ -52,7 +51,7 @@ class FakeMindSpeed:
 def process(monkeypatch):
     """A fresh process: no keys passed yet, no warning given yet."""
     monkeypatch.setattr(mindspeed_line, "_passed", set())
-    monkeypatch.setattr(npu_shim, "_warned", set())
+    monkeypatch.setattr(sys.modules["npu_shim"], "_warned", set())
 
     def with_mindspeed(batch_invariant: bool) -> FakeMindSpeed:
         fake = FakeMindSpeed(batch_invariant)

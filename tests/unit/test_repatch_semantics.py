@@ -46,6 +46,17 @@ def test_works_on_a_copy_of_the_users_config(calls):
     assert calls[0] is not user
 
 
+@pytest.mark.parametrize(
+    "user", [{"seq_length": 8}, {"use_flash_attn_npu_batch_invariant": True}, {"use_flash_attn": False}]
+)
+def test_never_writes_into_the_users_config(calls, user):
+    """Whatever the config holds (no attention_backend to map included): MindSpeed gets a copy."""
+    before = dict(user)
+    mindspeed_repatch(EngineConfig(user, context_parallel_size=2))
+    assert user == before
+    assert calls[0] is not user
+
+
 def test_a_string_attention_backend_becomes_megatrons_enum(calls):
     mindspeed_repatch(EngineConfig({"attention_backend": "flash"}))
     from megatron.core.transformer.enums import AttnBackend
@@ -74,9 +85,20 @@ def test_context_parallel_size_only_when_above_one(calls, size, expected):
     assert calls == [expected]
 
 
+class UnreadConfig:
+    """An engine config that fails the test if anything of it is read."""
+
+    def get(self, *args: object) -> None:
+        raise AssertionError("the engine config was read")
+
+    @property
+    def context_parallel_size(self) -> int:
+        raise AssertionError("the engine config was read")
+
+
 def test_nothing_when_mindspeed_is_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, MINDSPEED_IMPL, SimpleNamespace(repatch=None))
-    mindspeed_repatch(EngineConfig({"attention_backend": "not even checked"}))
+    assert mindspeed_repatch(UnreadConfig()) is None  # returned before reading the config
 
 
 def test_a_repatch_that_raises_fails_engine_construction_as_upstream(synthetic, run_with):

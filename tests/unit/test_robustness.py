@@ -166,7 +166,12 @@ def test_sixteen_interpreters_started_at_once_all_resolve_the_engine(synthetic, 
         subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
         for _ in range(16)
     ]
-    names = [child.communicate(timeout=120)[0].strip() for child in children]
+    try:
+        names = [child.communicate(timeout=120)[0].strip() for child in children]
+    finally:  # none left running if one of them hangs
+        for child in children:
+            child.kill()
+            child.wait()
     assert names == ["MindspeedEngineWithValueHead"] * 16
     assert [child.returncode for child in children] == [0] * 16
 

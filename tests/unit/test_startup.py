@@ -30,6 +30,43 @@ def test_import_npu_shim_alone_loads_nothing_heavy(tmp_path):
     assert run_python(code, clean_env(), cwd=tmp_path).stdout.strip() == "[]"
 
 
+STATE = """
+import json, os, sys
+shim = sys.modules.get("npu_shim")
+print(json.dumps([shim.activated_via() if shim else None, os.environ.get("PYTHONPATH"),
+                  any(type(f).__name__ == "VerlImportWatcher" for f in sys.meta_path)]))
+"""
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "from npu_shim.testing import simulate_npu, simulated_npu_env",
+        "import npu_shim.testing",
+        "from npu_shim.fixes.shared_repatch import mindspeed_repatch",
+        "import importlib; importlib.import_module('npu_shim.layout')",
+    ],
+)
+def test_importing_a_module_of_npu_shim_by_its_name_activates_nothing(tmp_path, imports):
+    """The kit, or the fixes' constants: a test process (or a user's CI) keeps its baseline without the shim."""
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r})\n{imports}\n" + STATE
+    assert json.loads(run_python(code, clean_env(["/mine"]), cwd=tmp_path).stdout) == [None, "/mine", False]
+
+
+@pytest.mark.parametrize(
+    ("imports", "via"),
+    [
+        ("import npu_shim", "import"),
+        ("from npu_shim import testing", "import"),  # imports the package first: the route
+        ("import npu_shim.testing\nimport npu_shim", None),  # the package was already loaded, inactive
+        ("import npu_shim.testing\nimport npu_shim\nnpu_shim.activate()", "import"),
+    ],
+)
+def test_importing_the_package_is_the_route(tmp_path, imports, via):
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r})\n{imports}\n" + STATE
+    assert json.loads(run_python(code, clean_env(), cwd=tmp_path).stdout)[::2] == [via, via is not None]
+
+
 def test_import_puts_the_bootstrap_dir_first_on_pythonpath_once(tmp_path):
     code = f"""
     import importlib, os, sys; sys.path.insert(0, {str(ROOT)!r})

@@ -1,0 +1,207 @@
+"""Apply deliberate bugs to npu_shim, one at a time, and see whether the fast test layer (tests/unit) catches each.
+
+Each mutation is one textual edit of one file (``MUTATIONS``), made in a copy of the checkout
+(the working tree is never touched). A mutation is *killed* when ``pytest tests/unit -x``
+fails with it, *survived* when the unit layer stays green, and *stale* when its text is no
+longer in the file (the code moved on: update the list). Run with the unit environment that
+``make test`` builds::
+
+    .cache/envs/unit-*/bin/python scripts/mutations.py            # every mutation, about 30 s each
+    .cache/envs/unit-*/bin/python scripts/mutations.py layout      # those whose name contains "layout"
+
+Exit status 1 when a mutation survived or went stale, unless it is a known survivor: one the
+unit layer cannot see, with the reason and the layer that kills it (also in the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    old: str
+    new: str
+    survives_because: str = ""  # a known survivor of the unit layer: why, and which layer catches it
+
+
+MUTATIONS = [
+    Mutation(
+        "shared_repatch: copy the user's config only for a string attention_backend",
+        "npu_shim/fixes/shared_repatch.py",
+        '    config = dict(engine_config.get("override_transformer_config", None) or {})  # never the user\'s dict\n'
+        '    backend = config.get("attention_backend")\n'
+        "    if isinstance(backend, str):\n",
+        '    config = engine_config.get("override_transformer_config", None) or {}\n'
+        '    backend = config.get("attention_backend")\n'
+        "    if isinstance(backend, str):\n"
+        "        config = dict(config)\n",
+    ),
+    Mutation(
+        "shared_repatch: context_parallel_size passed at any size",
+        "npu_shim/fixes/shared_repatch.py",
+        "    if engine_config.context_parallel_size > 1:\n",
+        "    if engine_config.context_parallel_size >= 1:\n",
+    ),
+    Mutation(
+        "shared_repatch: rebind_if_known reports the release but does not rebind",
+        "npu_shim/fixes/shared_repatch.py",
+        "        changes.setattr(module, REPLACED, current)\n"
+        "        changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)\n",
+        "        pass\n",
+    ),
+    Mutation(
+        "lm_engine_repatch: replace _init_device_mesh on a native verl, and report 'native'",
+        "npu_shim/fixes/lm_engine_repatch.py",
+        "        return Outcome(NAME, NATIVE, why)\n",
+        '        changes.setattr(engine_class, "_init_device_mesh", repatch_then_init_device_mesh(engine_class))\n'
+        "        return Outcome(NAME, NATIVE, why)\n",
+    ),
+    Mutation(
+        "lm_engine_repatch: keep verl's __init__ (two repatches, one after the mesh)",
+        "npu_shim/fixes/lm_engine_repatch.py",
+        '    changes.delattr(engine_class, "__init__")\n',
+        "",
+    ),
+    Mutation(
+        "value_engine: no export from verl.workers.engine",
+        "npu_shim/fixes/value_engine.py",
+        "    for package in (layout.engine_package, layout.mindspeed_package):\n",
+        "    for package in (layout.mindspeed_package,):\n",
+    ),
+    Mutation(
+        "value_engine: the class repatches after the device mesh",
+        "npu_shim/fixes/value_engine.py",
+        "            mindspeed_repatch(self.engine_config)\n            super()._init_device_mesh()\n",
+        "            super()._init_device_mesh()\n            mindspeed_repatch(self.engine_config)\n",
+    ),
+    Mutation(
+        "layout: (device, vendor) registry keys not recognised",
+        "npu_shim/layout.py",
+        "            if key == device or (isinstance(key, tuple) and key[:1] == (device,)):\n",
+        "            if key == device:\n",
+    ),
+    Mutation(
+        "changes: revert in the order the edits were made",
+        "npu_shim/changes.py",
+        "        while self._undo:\n            self._undo.pop()()\n",
+        "        for undo in self._undo:\n            undo()\n        self._undo.clear()\n",
+    ),
+    Mutation(
+        "hook: a failure leaves the partial edits in place",
+        "npu_shim/hook.py",
+        "        except Exception as error:\n            changes.revert()\n",
+        "        except Exception as error:\n",
+    ),
+    Mutation(
+        "mindspeed_line: fusion attention off for the key on every line (upstream's flaw)",
+        "npu_shim/mindspeed_line.py",
+        "    if defaults is not None and not hasattr(defaults, BATCH_INVARIANT):\n        if requested:\n",
+        "    if False:\n        if requested:\n",
+    ),
+    Mutation(
+        "mindspeed_line: an inherited batch-invariant key ignored",
+        "npu_shim/mindspeed_line.py",
+        "    return False if requested or inherited else configured\n",
+        "    return False if requested else configured\n",
+    ),
+    Mutation(
+        "mindspeed_line: batch-invariant attention with context parallelism let through",
+        "npu_shim/mindspeed_line.py",
+        "    if batch_invariant and int(size) > 1:\n",
+        "    if batch_invariant and int(size) > 2:\n",
+    ),
+    Mutation(
+        "batch_invariant_repatch: 0.8.0's fingerprint for this Python forgotten",
+        "npu_shim/fixes/batch_invariant_repatch.py",
+        '    (3, 11): {"183ee97a16e586b87e35b9ab591865b4": "0.8.0"},\n',
+        "    (3, 11): {},\n",
+        "the unit layer holds no verl code (never copied here); tests/matrix/test_fingerprints.py compiles "
+        "each release's own file",
+    ),
+    Mutation(
+        "shared_repatch: a string attention_backend handed to MindSpeed as it is",
+        "npu_shim/fixes/shared_repatch.py",
+        '        config["attention_backend"] = _attn_backend(backend)\n',
+        "        _attn_backend(backend)\n",
+        "",
+    ),
+]
+
+
+def copy_checkout(destination: Path) -> None:
+    """The files git knows of (tracked, and untracked but not ignored), as they are in the working tree."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def run_unit_layer(checkout: Path) -> bool:
+    """True when the unit layer passes."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/unit", "-x", "-q", "-p", "no:cacheprovider"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    return completed.returncode == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("select", nargs="?", default="", help="only mutations whose name contains this")
+    selected = [m for m in MUTATIONS if parser.parse_args().select in m.name]
+    with tempfile.TemporaryDirectory(prefix="npu-shim-mutations-") as directory:
+        checkout = Path(directory)
+        copy_checkout(checkout)
+        if not run_unit_layer(checkout):
+            print("the unit layer fails without any mutation: nothing to measure")
+            return 2
+        verdicts = []
+        for mutation in selected:
+            path = checkout / mutation.path
+            original = path.read_text(encoding="utf-8")
+            started = time.monotonic()
+            if original.count(mutation.old) != 1:
+                verdict = "stale"
+            else:
+                path.write_text(original.replace(mutation.old, mutation.new), encoding="utf-8")
+                try:
+                    verdict = "survived" if run_unit_layer(checkout) else "killed"
+                finally:
+                    path.write_text(original, encoding="utf-8")
+            if verdict == "survived" and mutation.survives_because:
+                verdict = "known"
+            verdicts.append(verdict)
+            print(f"{verdict:<8}  {time.monotonic() - started:5.1f} s  {mutation.name}", flush=True)
+            if verdict == "known":
+                print(f"{'':18}{mutation.survives_because}")
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("killed", "known", "survived", "stale"))
+    print(counts + " (known: survivors of the unit layer that another layer kills)")
+    return 0 if all(verdict in ("killed", "known") for verdict in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
