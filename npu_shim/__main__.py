@@ -12,6 +12,17 @@ import sys
 from collections.abc import Sequence
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npu-shim",
@@ -40,7 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="probe a worker of the running Ray cluster at ADDRESS (default: auto) instead of a fresh interpreter",
     )
-    doctor.add_argument("--timeout", type=float, default=600, help="seconds to wait for the probe (default 600)")
+    doctor.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=600,
+        help="seconds to wait for the probe, connecting to Ray included (default 600)",
+    )
     runtime_env = commands.add_parser(
         "runtime-env",
         help="print the Ray runtime_env that gives verl's workers the shim",

@@ -115,7 +115,7 @@ def collect(ray_address: str | None = None, use_ray: bool = False, timeout: floa
     where = ray_probe.where(ray_address) if use_ray else FRESH_INTERPRETER
     try:
         if use_ray:
-            report = ray_probe.probe_on_ray(ray_address, timeout, shim_parent())
+            report = ray_probe.probe_on_ray(ray_address, timeout, shim_parent(), environment_as_given())
         else:
             report = probe_in_fresh_interpreter(timeout)
     except RuntimeError as error:

@@ -3,17 +3,36 @@
 That worker was started by the cluster, with the cluster's environment: the
 question users really have is whether *those* processes get the shim. Nothing
 is started: ``ray.init`` connects to the cluster at ADDRESS (default ``auto``,
-i.e. ``RAY_ADDRESS`` or a cluster started on this machine by ``ray start``), and
-the answer is awaited for a bounded time.
+i.e. ``RAY_ADDRESS`` or a cluster started on this machine by ``ray start``).
+
+Ray's client retries a connection it cannot make for minutes, and does not end on
+SIGTERM meanwhile; so the client runs in a child interpreter of its own session,
+which the doctor ends whole when ``--timeout`` (connecting and answering together)
+runs out, or when the doctor itself is interrupted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from npu_shim.doctor import probe
+
+CLIENT = """
+import json, sys
+sys.path.insert(0, {shim_parent!r})
+from npu_shim.doctor.ray_probe import connect_and_probe
+print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {shim_parent!r})))
+"""
+GRACE = 2.0  # seconds the client keeps, of the doctor's timeout, to say why it had no answer
 
 
 def _probe_function() -> Any:
@@ -24,29 +43,86 @@ def _probe_function() -> Any:
     return namespace["probe"]
 
 
-def probe_on_ray(address: str | None, timeout: float, shim_parent: str) -> dict[str, Any]:
-    """The probe's report from a Ray worker; raises RuntimeError with a readable message when there is none."""
+def connect_and_probe(address: str | None, deadline: float, shim_parent: str) -> dict[str, Any]:
+    """In the client interpreter: ``{"report": ...}`` from a Ray worker, or ``{"error": "..."}``."""
     try:
         import ray
         from ray.exceptions import GetTimeoutError
     except ImportError as error:
-        raise RuntimeError(f"ray is not importable here ({error})") from error
+        return {"error": f"ray is not importable here ({error})"}
     task = ray.remote(num_cpus=0, max_retries=0)(_probe_function())
     try:
         ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR")
-    except Exception as error:  # ConnectionError when nothing runs there
-        raise RuntimeError(f"could not connect to a Ray cluster at {address or 'auto'}: {error}") from error
+    except Exception as error:  # ConnectionError when nothing runs there (when Ray gives up at all)
+        return {"error": f"could not connect to a Ray cluster at {address or 'auto'}: {error}"}
     try:
         reference = task.remote(shim_parent)
         try:
-            return ray.get(reference, timeout=timeout)
-        except GetTimeoutError as error:
+            return {"report": ray.get(reference, timeout=max(deadline - time.time(), 0.1))}
+        except GetTimeoutError:
             ray.cancel(reference, force=True)
-            raise RuntimeError(f"the Ray task did not answer within {timeout:g} s") from error
+            return {"error": "the Ray task did not answer in time"}
         except Exception as error:  # the task itself failed in the worker
-            raise RuntimeError(f"the Ray task failed: {type(error).__name__}: {error}") from error
+            return {"error": f"the Ray task failed: {type(error).__name__}: {error}"}
     finally:
         ray.shutdown()
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _interrupts_raise() -> Iterator[None]:
+    """SIGTERM and SIGINT end the wait (and, through the caller, the client) instead of the doctor alone."""
+
+    def interrupted(signum: int, frame: Any) -> None:
+        raise _Interrupted(signal.Signals(signum).name)
+
+    try:
+        previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGTERM, signal.SIGINT)}
+    except ValueError:  # not the main thread: a library caller keeps its own handlers
+        yield
+        return
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def probe_on_ray(address: str | None, timeout: float, shim_parent: str, env: dict[str, str]) -> dict[str, Any]:
+    """The probe's report from a Ray worker within ``timeout`` s; RuntimeError with a readable message otherwise."""
+    deadline = time.time() + timeout - GRACE
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        with _interrupts_raise():
+            stdout, stderr = client.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"no answer from {where(address)} within {timeout:g} s (connecting included)") from None
+    except _Interrupted as signal_name:
+        raise RuntimeError(f"interrupted by {signal_name} while waiting for {where(address)}") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(client.pid, signal.SIGKILL)
+        client.wait()
+    try:
+        answer = json.loads(stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise RuntimeError(f"the Ray client exited {client.returncode}: {stderr.strip()[-2000:]}") from None
+    if "error" in answer:
+        error = answer["error"]
+        if error == "the Ray task did not answer in time":
+            error = f"the Ray task did not answer within {timeout:g} s"
+        raise RuntimeError(error)
+    return answer["report"]
 
 
 def where(address: str | None) -> str:

@@ -64,6 +64,13 @@ try:
         capture_output=True, text=True, timeout=400,
     )
     result.update(driver_pid=os.getpid(), doctor_exit=doctor.returncode, doctor=json.loads(doctor.stdout))
+    # a cluster that is there, asked for an answer sooner than a worker can import verl and report
+    hurried = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json", "--timeout", "1",
+         "--ray", ray.get_runtime_context().gcs_address],
+        capture_output=True, text=True, timeout=120,
+    )
+    result.update(hurried_exit=hurried.returncode, hurried=json.loads(hurried.stdout))
     print(json.dumps(result))
 finally:
     ray.shutdown()
@@ -106,6 +113,9 @@ def test_verl_imports_the_shim_in_workers_and_the_doctor_reports_a_new_jobs_work
     assert result["child"] == ["MindspeedEngineWithValueHead", "VERL_USE_EXTERNAL_MODULES"]
     assert result["bare"] == ["False"], "a process that never imports verl loaded npu_shim"
     assert result["pythonpath"] == env["PYTHONPATH"], "this route must not add a bootstrap to PYTHONPATH"
+
+    assert (result["hurried_exit"], result["hurried"]["status"]) == (2, "error")
+    assert "within 1 s" in result["hurried"]["error"], result["hurried"]["error"]
 
     doctor = result["doctor"]
     assert doctor["probed_in"].startswith("a Ray worker of the cluster at ")

@@ -107,6 +107,23 @@ def test_no_ray_cluster_is_an_error_within_the_timeout(site, tmp_path):
     assert "ray is not importable" in report["error"] or "could not connect" in report["error"]
 
 
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf", "soon"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(tmp_path, timeout):
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--ray", "127.0.0.1:1", "--timeout", timeout],
+        env=clean_env([ROOT]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.strip().splitlines()[-1] == (
+        f"npu-shim doctor: error: argument --timeout: {timeout!r} is not a positive number of seconds"
+    )
+
+
 def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, monkeypatch):
     """The probe in an interpreter where npu_shim is not importable reads the device and the lookup itself."""
     source = (ROOT / "npu_shim" / "doctor" / "probe.py").read_text()
