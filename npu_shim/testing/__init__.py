@@ -139,15 +139,16 @@ def read_repatch_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line]
 
 
-def ray_npu_resources(workers: int = 1) -> dict[str, Any]:
+def ray_npu_resources(workers: int = 1, max_colocate_count: int = 3) -> dict[str, Any]:
     """Keyword arguments for ``ray.init`` so that verl can place ``workers`` NPU workers on a CPU machine.
 
     On the ``npu`` device verl's ``RayResourcePool`` asks one placement-group bundle
-    ``{"CPU": 3, "NPU": 1}`` per worker (3 is the ``max_colocate_count`` of the trainer's
-    ``ResourcePoolManager``); the worker groups of up to three roles share those bundles, each
-    actor taking ``resources={"NPU": 1/3}``. Ray's resources are counted, not measured.
+    ``{"CPU": max_colocate_count, "NPU": 1}`` per worker (the trainer's ``ResourcePoolManager``
+    uses 3); the worker groups of up to that many roles share those bundles, each actor taking
+    ``resources={"NPU": 1/max_colocate_count}``. Ray's resources are counted, not measured: pass the
+    pool's own ``max_colocate_count``, and keep ``workers * max_colocate_count`` within the machine's cores.
     """
-    return {"num_cpus": 3 * workers, "resources": {"NPU": workers}}
+    return {"num_cpus": max_colocate_count * workers, "resources": {"NPU": workers}}
 
 
 def tiny_model_dir(directory: str | os.PathLike[str], architecture: str = "Qwen2ForCausalLM") -> str:

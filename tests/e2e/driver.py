@@ -163,9 +163,13 @@ def main() -> dict[str, Any]:
         **PLAN["ray_init"],
     )
     try:
-        # as ResourcePoolManager.create_resource_pool: one pool, max_colocate_count=3
+        # as ResourcePoolManager.create_resource_pool, one pool; max_colocate_count: the processes per worker
+        # (the trainer's 3 would ask Ray for more CPUs than this machine kind has)
         pool = RayResourcePool(
-            process_on_nodes=[PLAN["workers"]], use_gpu=True, max_colocate_count=3, name_prefix="global_pool"
+            process_on_nodes=[PLAN["workers"]],
+            use_gpu=True,
+            max_colocate_count=PLAN["max_colocate_count"],
+            name_prefix="global_pool",
         )
         if PLAN["colocate"]:  # every role in one process per worker, as the trainer runs them
             groups = spawn(PLAN["roles"], pool)

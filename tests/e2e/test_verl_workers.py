@@ -50,9 +50,13 @@ DRIVER_TIMEOUT = 600  # seconds; a scenario takes 40-60 s on this machine kind
 pytestmark = pytest.mark.skipif(not MODES, reason=f"the e2e layer runs on verl {', '.join(SCENARIOS)}")
 
 
+ROLES = ["value_model", "language_model"]  # in the order verl's fused worker builds colocated roles
+
+
 @dataclass
 class Scenario:
     workers: int
+    colocated: bool
     report: dict[str, Any]
     repatch_calls: list[dict[str, Any]]
 
@@ -62,26 +66,34 @@ class Scenario:
     def calls_in(self, pid: int) -> list[dict[str, Any]]:
         return [call for call in self.repatch_calls if call["pid"] == pid]
 
+    def calls_of(self, model_type: str, pid: int) -> list[dict[str, Any]]:
+        """The repatch calls of this role's engine in that process (colocated: one per role, in verl's order)."""
+        calls = self.calls_in(pid)
+        return calls[ROLES.index(model_type) :][:1] if self.colocated else calls
 
-def drive(mode: str, workers: int, directory: Path, colocate: bool = False) -> Scenario:
+
+def drive(mode: str, workers: int, directory: Path, colocate: bool = False, key_on_critic: bool = False) -> Scenario:
     """Run driver.py under one activation in a fresh interpreter with a clean environment."""
     log = directory / f"{mode}-repatch.jsonl"
     ray_temp_dir = tempfile.mkdtemp(prefix="r", dir="/tmp")  # Ray's socket paths must stay under ~107 characters
+    # Roles in processes of their own share each worker's bundle (two processes); colocated, one process.
+    processes_per_worker = 1 if colocate else len(ROLES)
     plan = {
         "mode": mode,
         "root": str(ROOT),
-        "roles": ["value_model", "language_model"],
+        "roles": ROLES,
         "workers": workers,
         "context_parallel_size": workers,
         "models": {
             "value_model": tiny_model_dir(directory / "critic", "Qwen2ForTokenClassification"),
             "language_model": tiny_model_dir(directory / "actor", "Qwen2ForCausalLM"),
         },
-        "ray_init": ray_npu_resources(workers),  # the two roles' worker groups share the pool's bundles
+        "ray_init": ray_npu_resources(workers, processes_per_worker),  # as many CPUs as processes: <= 2 cores
+        "max_colocate_count": processes_per_worker,
         "ray_temp_dir": ray_temp_dir,
         "timeout": DRIVER_TIMEOUT - 60,
         "colocate": colocate,
-        "overrides": {"value_model": BATCH_INVARIANT} if colocate else {},
+        "overrides": {"value_model": BATCH_INVARIANT} if key_on_critic else {},
     }
     plan_file = directory / f"{mode}-plan.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
@@ -97,7 +109,7 @@ def drive(mode: str, workers: int, directory: Path, colocate: bool = False) -> S
         shutil.rmtree(ray_temp_dir, ignore_errors=True)
     assert driver.returncode == 0, f"{mode} driver failed:\n{driver.stderr[-6000:]}"
     report = json.loads(driver.stdout.strip().splitlines()[-1])
-    return Scenario(workers, report, read_repatch_log(log))
+    return Scenario(workers, colocate, report, read_repatch_log(log))
 
 
 def raced(run: Scenario) -> bool:
@@ -110,14 +122,17 @@ def scenario(tmp_path_factory: pytest.TempPathFactory):
     """mode -> its Scenario, each driver run once per module however many tests read it (a failure too)."""
     cache: dict[tuple[str, bool], Scenario | AssertionError] = {}
 
-    def get(mode: str, colocate: bool = False) -> Scenario:
-        key = (mode, colocate)
+    def get(mode: str, key_on_critic: bool = False) -> Scenario:
+        key = (mode, key_on_critic)
         if key not in cache:
-            workers = 1 if colocate else SCENARIOS[VERL][mode]
+            workers = 1 if key_on_critic else SCENARIOS[VERL][mode]
+            # two workers: the roles colocated, as the trainer runs them, so Ray is asked for no more CPUs than
+            # this machine kind has (2); the batch-invariant scenario is about colocation itself
+            colocate = key_on_critic or workers > 1
             try:
-                run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate)
+                run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate, key_on_critic)
                 if raced(run):  # once more, in a new cluster: not an outcome of the shim or of verl's engines
-                    run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate)
+                    run = drive(mode, workers, tmp_path_factory.mktemp(mode), colocate, key_on_critic)
                 cache[key] = run
             except AssertionError as failure:
                 cache[key] = failure
@@ -139,11 +154,13 @@ def assert_built_and_repatched_once(run: Scenario, model_type: str, engine: str,
     assert reports, f"{model_type} was not built: {run.role(model_type).get('error', '')[-3000:]}"
     assert [report["rank"] for report in reports] == list(range(run.workers))
     expected_config = {"use_flash_attn": True, **({"context_parallel_size": run.workers} if run.workers > 1 else {})}
+    # colocated, the first role's engine initialises Megatron's parallel state for the process
+    state_before = after_mesh or (run.colocated and model_type != ROLES[0])
     for report in reports:
         assert report["engine"] == engine
         assert report["pid"] != run.report["driver_pid"]  # built in a Ray actor, not in the driver
-        calls = run.calls_in(report["pid"])
-        assert [call["parallel_state_initialized"] for call in calls] == [after_mesh], calls
+        calls = run.calls_of(model_type, report["pid"])
+        assert [call["parallel_state_initialized"] for call in calls] == [state_before], run.calls_in(report["pid"])
         assert calls[0]["config"] == expected_config
         # MindSpeed builds the CP ring only when its repatch came before Megatron's parallel state
         assert report["ring_state"] == (ring(report["rank"]) if run.workers > 1 and not after_mesh else NO_RING)
@@ -222,7 +239,7 @@ def test_colocated_critic_then_actor(scenario, mode):
 
     MindSpeed keeps the key for the actor's engine: without the shim verl 0.8.0 already dies at the
     critic (#6674 is missing); with it both build, and the actor's repatch keeps fusion attention off."""
-    run = scenario(mode, colocate=True)
+    run = scenario(mode, key_on_critic=True)
     if mode == "none":
         for role in run.report["roles"].values():
             assert "reports" not in role
