@@ -7,8 +7,9 @@ shim only in an interpreter whose own sys.path already holds the directory
 npu_shim is installed in, and adds nothing to sys.path: other interpreters
 never see this environment's packages (they still get their own later
 sitecustomize, if any). Python 2.7 syntax on purpose; Pythons older than 3.10
-(npu_shim's minimum) skip it silently. Standard library only until verl itself
-is imported; see npu_shim/__init__.py.
+(npu_shim's minimum) only run the sitecustomize this directory hides from them
+(legacy_chain.py). Standard library only until verl itself is imported; see
+npu_shim/__init__.py.
 """
 
 import os
@@ -41,10 +42,20 @@ def _run_shadowed_sitecustomize(here, package_parent):
     chain.run_next_sitecustomize(finder, search)
 
 
+def _run_legacy_chain(here):
+    """An interpreter npu_shim does not serve: only the sitecustomize this directory hides from it."""
+    legacy = os.path.join(here, "legacy_chain.py")
+    chain = {"__name__": "_npu_shim_legacy_chain"}
+    with open(legacy) as source:
+        exec(compile(source.read(), legacy, "exec"), chain)
+    chain["run_next_sitecustomize"]()
+
+
 def _main():
-    if sys.version_info < (3, 10):
-        return
     here = os.path.dirname(os.path.abspath(__file__))
+    if sys.version_info < (3, 10):
+        _run_legacy_chain(here)
+        return
     package_parent = os.path.dirname(os.path.dirname(here))
     if not _installed_here(package_parent):
         _run_shadowed_sitecustomize(here, package_parent)

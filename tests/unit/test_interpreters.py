@@ -120,3 +120,51 @@ def test_another_environment_still_runs_its_own_later_sitecustomize(installed_sh
         check=False,
     )
     assert (completed.returncode, completed.stderr, completed.stdout.split()) == (0, "", ["True", "False"])
+
+
+def start(python: Path | str, pythonpath: list[Path], cwd: Path, code: str = "pass") -> tuple[int, str, str]:
+    completed = subprocess.run(
+        [str(python), "-c", code],
+        env=clean_env(pythonpath, PYTHONDONTWRITEBYTECODE="1"),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return completed.returncode, completed.stdout, completed.stderr
+
+
+# A sitecustomize of the interpreter's own (Python 2.7 syntax), and one that fails as a broken one would.
+OWN = 'import sys\nsys.stderr.write("own sitecustomize ran\\n")\nOWN = True\n'
+BROKEN = 'raise ValueError("the container\'s own sitecustomize is broken")\n'
+
+
+@pytest.mark.parametrize("version", OLD)
+@pytest.mark.parametrize("route", ["checkout", "installed bootstrap"])
+@pytest.mark.parametrize("own", [OWN, BROKEN], ids=["own", "broken"])
+def test_pythons_older_than_3_10_run_their_own_later_sitecustomize_exactly_as_without_the_shim(
+    installed_shim, tmp_path, version, route, own
+):
+    _, site = installed_shim
+    shim = ROOT if route == "checkout" else site / "npu_shim" / "bootstrap"
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "sitecustomize.py").write_text(own)
+    python = pyenv_python(version)
+    code = (  # Python 2.7 syntax
+        "import sys; sys.stdout.write('%s %s' % "
+        "(getattr(sys.modules.get('sitecustomize'), 'OWN', False), 'npu_shim' in sys.modules))"
+    )
+    with_shim = start(python, [shim, tmp_path / "own"], tmp_path, code)
+    without = start(python, [tmp_path / "own"], tmp_path, code)
+    assert with_shim == without
+    assert with_shim[2] == ("own sitecustomize ran\n" if own == OWN else with_shim[2])
+    assert with_shim[1].split() == (["True", "False"] if own == OWN else ["False", "False"])
+
+
+def test_a_python_3_9_venv_runs_the_sitecustomize_in_its_site_packages(tmp_path):
+    python = pyenv_python("3.9.18")
+    venv = tmp_path / "venv"
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    (venv / "lib" / "python3.9" / "site-packages" / "sitecustomize.py").write_text(OWN)
+    assert start(venv / "bin" / "python", [ROOT], tmp_path)[2] == "own sitecustomize ran\n"
