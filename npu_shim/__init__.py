@@ -194,8 +194,8 @@ def _started_by_our_sitecustomize() -> bool:
 
 
 def names_npu_shim(modules: str | None) -> bool:
-    """Whether a comma-separated VERL_USE_EXTERNAL_MODULES value names this package."""
-    return __name__ in (module.strip() for module in (modules or "").split(","))
+    """Whether a VERL_USE_EXTERNAL_MODULES value names this package as verl reads it: split on commas, not stripped."""
+    return __name__ in (modules or "").split(",")
 
 
 def _imported_by_verl() -> bool:

@@ -8,7 +8,7 @@ bootstrap directory on PYTHONPATH.
 import os
 
 import npu_shim
-from npu_shim import VERL_MODULES, bootstrap_dir, names_npu_shim
+from npu_shim import VERL_MODULES, bootstrap_dir
 
 
 def with_bootstrap_first(pythonpath: str) -> str:
@@ -60,14 +60,16 @@ def ray_runtime_env(runtime_env: dict | None = None) -> dict:
 def verl_modules_runtime_env(runtime_env: dict | None = None) -> dict:
     """A copy of ``runtime_env`` whose workers import npu_shim when they import verl (0.6.0 and later).
 
-    ``VERL_USE_EXTERNAL_MODULES`` keeps the modules ``runtime_env`` already names.
+    ``VERL_USE_EXTERNAL_MODULES`` keeps the modules ``runtime_env`` already names, written as verl
+    accepts them (``"foo, npu_shim"`` would make ``import verl`` fail on ``" npu_shim"``).
     The shim must be installed in the workers' environment (no PYTHONPATH is added).
     """
     merged = dict(runtime_env or {})
     env_vars = dict(merged.get("env_vars") or {})
-    named = env_vars.get(VERL_MODULES, "")
-    if not names_npu_shim(named):
-        named = ",".join([*filter(str.strip, named.split(",")), npu_shim.__name__])
-    env_vars[VERL_MODULES] = named
+    # verl imports each comma-separated name exactly as written: no blanks around a name, no empty names
+    modules = [name.strip() for name in env_vars.get(VERL_MODULES, "").split(",") if name.strip()]
+    if npu_shim.__name__ not in modules:
+        modules.append(npu_shim.__name__)
+    env_vars[VERL_MODULES] = ",".join(modules)
     merged["env_vars"] = env_vars
     return merged

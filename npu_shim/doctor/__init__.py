@@ -65,6 +65,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -90,17 +91,21 @@ def probe_in_fresh_interpreter(timeout: float) -> dict[str, Any]:
     from npu_shim.doctor import probe
 
     source = Path(probe.__file__).read_text(encoding="utf-8")
-    try:
-        completed = subprocess.run(
-            [sys.executable, "-c", source, shim_parent()],
-            env=environment_as_given(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise RuntimeError(f"the probe did not finish within {timeout:g} s") from error
+    # From an empty directory, as a worker starts: `python -c` puts its directory first on sys.path, and
+    # the caller's (a checkout, a stray verl.py) would otherwise make things importable that workers lack.
+    with tempfile.TemporaryDirectory(prefix="npu-shim-doctor-") as neutral:
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-c", source, shim_parent()],
+                env=environment_as_given(),
+                cwd=neutral,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise RuntimeError(f"the probe did not finish within {timeout:g} s") from error
     lines = completed.stdout.strip().splitlines()
     try:
         return json.loads(lines[-1])

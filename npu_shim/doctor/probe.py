@@ -104,7 +104,7 @@ def probe(shim_parent: str | None = None) -> dict[str, Any]:
         return {"probe": state, **_minimal_verl_facts()}
     state["report_error"] = None
     state["pythonpath_entries"] = routes.pythonpath_entries(state["environment"]["PYTHONPATH"])
-    report = verl_state.collect()
+    report = verl_state.collect(state["verl_import_error"])
     report["probe"] = state
     return report
 

@@ -44,8 +44,10 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         lines = [("verl", f"{verl['version']} ({verl['path']})")]
         if verl["error"]:
             lines.append(("verl error", verl["error"]))
+    elif verl.get("installed"):
+        lines = [("verl", f"installed, but import verl fails: {verl['error']}")]
     else:
-        lines = [("verl", f"not importable ({verl['error']}): npu_shim has nothing to do")]
+        lines = [("verl", f"not installed ({verl['error']}): npu_shim has nothing to do")]
     lines.append(("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}"))
     if report["layout"]["description"]:
         lines.append(("layout", report["layout"]["description"]))

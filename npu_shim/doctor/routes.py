@@ -70,8 +70,14 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
 
 def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -> dict[str, Any]:
     configured = names_npu_shim(probe["environment"][VERL_EXTERNAL])
-    works = configured and probe["activated_after_verl"] == VERL_EXTERNAL
-    if not configured:
+    named = probe["environment"][VERL_EXTERNAL]
+    works = configured and probe["activated_after_verl"] == VERL_EXTERNAL and not probe["verl_import_error"]
+    if named and probe["verl_import_error"]:
+        reason = (
+            f"import verl failed: {probe['verl_import_error']} (verl imports each comma-separated name of "
+            f"{VERL_EXTERNAL}={named!r} exactly as written)"
+        )
+    elif not configured:
         reason = f"{VERL_EXTERNAL} does not name npu_shim (export {VERL_EXTERNAL}=npu_shim)"
     elif works:
         reason = "import verl imported npu_shim, which activated"

@@ -281,6 +281,14 @@ def _mindspeed_meaning(mindspeed: dict[str, Any], *, shims_repatch: bool) -> lis
     return meaning
 
 
+def _verl_installed() -> bool:
+    """Whether this interpreter finds a verl package at all (its import may still fail)."""
+    try:
+        return importlib.util.find_spec("verl") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _device() -> str | None:
     try:
         from verl.utils.device import get_device_name
@@ -301,13 +309,17 @@ def _engine_device(registry: Any, device: str | None) -> str | None:
     return device
 
 
-def collect() -> dict[str, Any]:
-    """The doctor's report as a dict (the ``--json`` object); see the module docstring for its keys."""
+def collect(verl_import_error: str | None = None) -> dict[str, Any]:
+    """The doctor's report as a dict (the ``--json`` object); see the module docstring for its keys.
+
+    ``verl_import_error``: how ``import verl`` failed where the probe first tried it, as a worker
+    would (before the probe made npu_shim's report code importable): verl is not imported again.
+    """
     report: dict[str, Any] = {
         "npu_shim_version": npu_shim.__version__,
         "status": OK,
         "exit_code": 0,
-        "verl": {"importable": False, "version": None, "path": None, "error": None},
+        "verl": {"importable": False, "installed": False, "version": None, "path": None, "error": None},
         "shim": None,
         "layout": {"id": None, "description": None},
         "fixes": [],
@@ -329,14 +341,17 @@ def collect() -> dict[str, Any]:
     # verl and its dependencies may print on import; stdout belongs to the report.
     with contextlib.redirect_stdout(sys.stderr):
         try:
+            if verl_import_error is not None:
+                raise ImportError(verl_import_error)
             verl = importlib.import_module("verl")
         except Exception as error:
             verl = None
-            report["verl"]["error"] = _error(error)
+            report["verl"]["error"] = verl_import_error or _error(error)
         engine_package = None
         if verl is not None:
             report["verl"].update(
                 importable=True,
+                installed=True,
                 version=str(getattr(verl, "__version__", None)),
                 path=os.path.dirname(os.path.abspath(getattr(verl, "__file__", None) or "")) or None,
             )
@@ -349,13 +364,17 @@ def collect() -> dict[str, Any]:
     report["torch_npu"] = _torch_npu()
 
     if verl is None:
-        report["status"] = NOT_APPLICABLE
+        installed = report["verl"]["installed"] = _verl_installed()
+        why = f"import verl fails: {report['verl']['error']}" if installed else "verl is not installed"
+        if installed:  # every worker that imports verl dies the same way
+            report.update(status=PROBLEM, exit_code=1)
+        else:
+            report["status"] = NOT_APPLICABLE
         if report["shim"]["activated_via"] is not None:
-            report["shim"]["reason"] = "verl is not importable: nothing to patch"
-        report["value_model_megatron_error"] = "verl is not importable"
+            report["shim"]["reason"] = f"{why}: nothing to patch"
+        report["value_model_megatron_error"] = why
         report["fixes"] = [
-            {"fix": name, "verdict": NOT_APPLICABLE, "reason": "verl is not importable", "would": None}
-            for name in fix_names()
+            {"fix": name, "verdict": NOT_APPLICABLE, "reason": why, "would": None} for name in fix_names()
         ]
         return report
 

@@ -157,3 +157,53 @@ def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, 
     report, _ = doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
     verl_route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
     assert (verl_route["needed"], verl_route["reason"]) == (False, "not used (the shim comes by PYTHONPATH)")
+
+
+def test_the_probe_runs_from_a_neutral_directory_not_the_callers(site, synthetic, tmp_path):
+    """A stray verl.py where the doctor is started is not what a worker imports."""
+    (tmp_path / "verl.py").write_text('__version__ = "not verl"\n')
+    report, status = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert report["verl"]["version"] == "0.7.1"
+    assert (status, report["status"]) == (0, "ok")
+
+
+def test_verl_route_without_npu_shim_importable_is_a_problem_even_from_the_checkout(synthetic):
+    """From the checkout `python -m npu_shim` finds the package; a worker, from any other directory, does not."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
+        env=clean_env([synthetic("0.7.1")], VERL_USE_EXTERNAL_MODULES="npu_shim"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report = json.loads(completed.stdout)
+    assert (completed.returncode, report["status"]) == (1, "problem")
+    assert report["verl"] == {**report["verl"], "installed": True, "importable": False}
+    assert report["verl"]["error"] == "ModuleNotFoundError: No module named 'npu_shim'"
+    assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["works"] is False
+
+
+@pytest.mark.parametrize("named", [" npu_shim", "NPU_SHIM", "json, npu_shim", "npu_shim,"])
+def test_a_verl_use_external_modules_that_verl_cannot_import_is_a_problem(site, synthetic, tmp_path, named):
+    report, status = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES=named)
+    assert (status, report["status"]) == (1, "problem")
+    assert report["value_model_megatron_error"].startswith("import verl fails: ")
+    reason = report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
+    assert reason.startswith("import verl failed: ") and f"VERL_USE_EXTERNAL_MODULES={named!r}" in reason
+
+
+def test_runtime_env_helper_writes_a_value_verl_accepts():
+    from npu_shim.propagation import verl_modules_runtime_env
+
+    def written(value: str) -> str:
+        return verl_modules_runtime_env({"env_vars": {"VERL_USE_EXTERNAL_MODULES": value}})["env_vars"][
+            "VERL_USE_EXTERNAL_MODULES"
+        ]
+
+    assert written("foo, npu_shim") == "foo,npu_shim"
+    assert written(" npu_shim") == "npu_shim"
+    assert written("json,,npu_shim,") == "json,npu_shim"
+    assert written("json") == "json,npu_shim"
+    assert written("") == "npu_shim"
