@@ -105,10 +105,12 @@ def install_hook() -> None:
             raise
         warn_once(
             "hook-import",
-            "npu_shim could not load its import hook (%s: %s); verl runs unpatched. "
-            "Set NPU_SHIM_DISABLE=1 to turn the shim off.",
+            "npu_shim could not load its import hook (%s: %s); verl runs unpatched. %s",
             type(error).__name__,
             error,
+            "Install wrapt where verl runs (pip install wrapt), or set NPU_SHIM_DISABLE=1 to turn the shim off."
+            if getattr(error, "name", None) == "wrapt"  # not installed, as on a bare checkout route
+            else "Set NPU_SHIM_DISABLE=1 to turn the shim off.",
         )
         return
     hook.register()

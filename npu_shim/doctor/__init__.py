@@ -14,14 +14,18 @@ Modules: ``probe`` (runs in the fresh interpreter or the Ray worker),
 
 Exit status: 1 when the probed interpreter's verl looks up ``npu`` engines and
 ``(value_model, megatron)`` does not resolve there (a Megatron critic would
-fail, npu_shim importable there or not), 2 when the probe gave no report (it
-crashed, no Ray cluster answered, or npu_shim is not importable there and the
-critic's engine is not known to fail), else 0, including when verl is not installed.
+fail, npu_shim importable there or not), or when verl is installed there and
+``import verl`` fails; 2 when the probe gave no report (it crashed, no Ray
+cluster answered, or npu_shim is not importable there and the critic's engine
+is not known to fail); else 0, including when verl is not installed and when no
+NPU is seen there (``"not judged"``: the critic's engine lookup is only judged
+where verl looks up NPU engines).
 
 ``--json`` prints one object with these keys (stable; new keys may be added):
 
 - ``npu_shim_version`` (str)
-- ``status``: ``"ok"``, ``"problem"`` (exit 1), ``"not applicable"`` (no verl) or ``"error"`` (exit 2)
+- ``status``: ``"ok"``, ``"not judged"`` (no NPU seen), ``"problem"`` (exit 1), ``"not applicable"``
+  (no verl) or ``"error"`` (exit 2)
 - ``exit_code`` (int): the doctor's exit status
 - ``probed_in`` (str): ``"a fresh interpreter"`` or ``"a Ray worker of the cluster at ..."``
 - ``error`` (str|None): why there is no full report; without npu_shim in the probed interpreter
@@ -38,7 +42,7 @@ critic's engine is not known to fail), else 0, including when verl is not instal
   "effective": "PYTHONPATH"|"VERL_USE_EXTERNAL_MODULES"|None}``; ``shadowed_by`` is the foreign
   ``sitecustomize.py`` that ran instead of npu_shim's; a route that is not set up while the other
   one works also has ``"needed": false``
-- ``verl``: ``{"importable": bool, "version": str|None, "path": str|None, "error": str|None}``
+- ``verl``: ``{"importable": bool, "installed": bool, "version": str|None, "path": str|None, "error": str|None}``
 - ``shim``: ``{"active": bool, "activated_via": "sitecustomize"|"VERL_USE_EXTERNAL_MODULES"|"import"|None,
   "disabled": bool, "hook_loaded": bool, "failure": str|None, "reason": str|None}``
 - ``layout``: ``{"id": str|None, "description": str|None}``; ids: ``"0.6/0.7"``,
@@ -48,7 +52,9 @@ critic's engine is not known to fail), else 0, including when verl is not instal
   ``verdict`` is one of ``"applied"``, ``"already applied"``, ``"native"``,
   ``"not applicable"``, ``"inactive"``; ``would`` (for ``"inactive"`` only) is
   what the shim would do there: ``"apply"``, ``"native"`` or ``"not applicable"``
-- ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool}``
+- ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool, "batch_invariant_attention": bool|None,
+  "context_parallel_wrapper": bool|None, "meaning": [str]}``: what this MindSpeed line offers verl
+  (None: could not tell), and what that means for the verl seen
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
 - ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)

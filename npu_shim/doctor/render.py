@@ -6,6 +6,9 @@ from typing import Any
 
 from npu_shim.doctor.routes import PYTHONPATH, VERL_EXTERNAL
 
+# What an inactive shim would do to a fix, in words ("inactive (would apply)").
+WOULD = {"apply": "would apply", "native": "verl has it", "not applicable": "nothing to do here"}
+
 
 def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -85,14 +88,20 @@ def render(report: dict[str, Any]) -> str:
         lines.append(("value_model/megatron", _resolution_text(report)))
     if report.get("error"):
         lines.append(("error", report["error"]))
-    lines.append(("status", f"{report['status']} (exit {report['exit_code']})"))
+    status = f"{report['status']} (exit {report['exit_code']})"
+    if report["status"] == "not judged":
+        status += (
+            f": verl looks up {report.get('engine_device')} engines here, not npu; "
+            "run the doctor where the workers see an NPU"
+        )
+    lines.append(("status", status))
     width = max(len(label) for label, _ in lines)
     out = [f"npu_shim {report['npu_shim_version']} doctor: what new interpreters and Ray workers from here get"]
     out += [f"  {label.ljust(width)}  {value}" for label, value in lines]
     if report.get("fixes"):
         out.append("fixes:")
         rows = [
-            [fix["fix"], fix["verdict"] + (f" (would {fix['would']})" if fix["would"] else ""), fix["reason"]]
+            [fix["fix"], fix["verdict"] + (f" ({WOULD[fix['would']]})" if fix["would"] else ""), fix["reason"]]
             for fix in report["fixes"]
         ]
         out += _table(rows)

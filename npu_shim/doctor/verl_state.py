@@ -42,6 +42,7 @@ INACTIVE = "inactive"
 WOULD_APPLY = "apply"
 OK = "ok"
 PROBLEM = "problem"
+NOT_JUDGED = "not judged"  # no NPU seen: whether a Megatron critic's engine resolves on one is not judged
 LAYOUTS = {
     "0.6/0.7": "0.6/0.7: no value engine, LM engine repatches in __init__",
     "pre-#6135 main": "pre-#6135 main (0.8.0.dev): no value engine, LM engine repatches in _init_device_mesh",
@@ -394,4 +395,6 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
     if report["engine_device"] == "npu" and not report["value_model_megatron_resolves"]:
         report["status"] = PROBLEM
         report["exit_code"] = 1
+    elif report["engine_device"] != "npu":  # a build machine: say so, rather than "ok" for what was not seen
+        report["status"] = NOT_JUDGED
     return report

@@ -207,3 +207,24 @@ def test_runtime_env_helper_writes_a_value_verl_accepts():
     assert written("json,,npu_shim,") == "json,npu_shim"
     assert written("json") == "json,npu_shim"
     assert written("") == "npu_shim"
+
+
+def test_without_an_npu_the_doctor_says_what_it_did_not_judge(site, synthetic, tmp_path):
+    """A docker build on a machine without an NPU: no 'ok' for a lookup that was never made for npu."""
+    tree = synthetic("0.7.1")
+    (tree / "verl" / "utils" / "device.py").write_text('def get_device_name():\n    return "cuda"\n')
+    report, status = doctor([site, tree], tmp_path)
+    assert (status, report["status"]) == (0, "not judged")
+    from npu_shim.doctor.render import render
+
+    assert "not judged (exit 0): verl looks up cuda engines here, not npu" in render(report)
+
+
+def test_an_inactive_fix_says_in_words_what_it_would_do(site, synthetic, tmp_path):
+    report, _ = doctor([site, synthetic("0.7.1")], tmp_path)  # installed, no route: the shim is inactive
+    from npu_shim.doctor.render import render
+
+    text = render(report)
+    assert "inactive (would apply)" in text
+    assert "inactive (nothing to do here)" in text
+    assert "(would not applicable)" not in text

@@ -74,6 +74,16 @@ def test_a_missing_wrapt_is_reported_once_and_verl_imports(synthetic, run_with, 
     assert DISABLE_HINT in run.stderr
 
 
+def test_wrapt_not_installed_says_to_install_it(synthetic, run_with, tmp_path):
+    blocker = tmp_path / "no-wrapt"
+    blocker.mkdir()
+    (blocker / "wrapt.py").write_text("raise ModuleNotFoundError(\"No module named 'wrapt'\", name='wrapt')\n")
+    code = f"import sys; sys.path.insert(0, {str(blocker)!r})\nimport npu_shim\n" + STATE
+    run = run_with(code, synthetic("0.7.1"), activation="import", report=False)
+    assert run.report == UNPATCHED
+    assert "Install wrapt where verl runs (pip install wrapt), or set NPU_SHIM_DISABLE=1" in run.stderr
+
+
 def test_disable_installs_nothing(synthetic, run_with):
     code = "import sys, npu_shim\nprint(__import__('json').dumps([type(f).__name__ for f in sys.meta_path]))\n"
     run = run_with(code, synthetic("0.7.1"), env={"NPU_SHIM_DISABLE": "1"})
