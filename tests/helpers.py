@@ -61,16 +61,7 @@ def run_python(
     timeout: float = 120,
     check: bool = True,
 ) -> Run:
-    completed = subprocess.run(
-        [sys.executable, *args, "-c", code],
-        env=dict(env),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    run = Run(completed.returncode, completed.stdout, completed.stderr)
+    run = run_in_session([sys.executable, *args, "-c", code], env, cwd, timeout)
     if check and run.returncode != 0:
         raise AssertionError(f"child exited {run.returncode}\nstdout:\n{run.stdout}\nstderr:\n{run.stderr}")
     return run
@@ -90,7 +81,9 @@ def port_race(output: str) -> bool:
 PORT_ATTEMPTS = 3  # a new port each time; three races in a row would be a real problem
 
 
-def run_in_session(command: list[str], env: Mapping[str, str], cwd: os.PathLike[str] | str, timeout: float) -> Run:
+def run_in_session(
+    command: list[str], env: Mapping[str, str], cwd: os.PathLike[str] | str | None, timeout: float
+) -> Run:
     """Run ``command`` in a session of its own; on return or timeout, end every process it started.
 
     A Ray driver starts a cluster (raylet, GCS, workers) that outlives a killed driver: ending

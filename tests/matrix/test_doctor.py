@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_in_session
 
 from npu_shim.testing import simulated_npu_env  # a module of npu_shim: the shim stays inactive here
 
@@ -63,15 +64,9 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def _doctor(env: dict[str, str]) -> dict[str, Any]:
-    process = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
-        env=env,
-        cwd=str(ROOT.parent),  # not the checkout: only PYTHONPATH may make npu_shim importable
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    # not the checkout: only PYTHONPATH may make npu_shim importable; a session of its own, so that a
+    # timeout ends the probe the doctor starts too
+    process = run_in_session([sys.executable, "-m", "npu_shim", "doctor", "--json"], env, ROOT.parent, 300)
     assert "Traceback" not in process.stderr, process.stderr
     try:
         report = json.loads(process.stdout)

@@ -14,20 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, clean_env
+from helpers import ROOT, clean_env, run_in_session
 
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
 
 
 def doctor(pythonpath: list[Path], cwd: Path, *args: str, **env: str) -> tuple[dict[str, Any], int]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args],
-        env=clean_env(pythonpath, **env),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    # the doctor starts a probe interpreter: a session of its own, so that a timeout ends both
+    completed = run_in_session(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args], clean_env(pythonpath, **env), cwd, 300
     )
     assert "Traceback" not in completed.stderr, completed.stderr
     return json.loads(completed.stdout), completed.returncode
@@ -169,15 +164,8 @@ def test_the_probe_runs_from_a_neutral_directory_not_the_callers(site, synthetic
 
 def test_verl_route_without_npu_shim_importable_is_a_problem_even_from_the_checkout(synthetic):
     """From the checkout `python -m npu_shim` finds the package; a worker, from any other directory, does not."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
-        env=clean_env([synthetic("0.7.1")], VERL_USE_EXTERNAL_MODULES="npu_shim"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    env = clean_env([synthetic("0.7.1")], VERL_USE_EXTERNAL_MODULES="npu_shim")
+    completed = run_in_session([sys.executable, "-m", "npu_shim", "doctor", "--json"], env, ROOT, 300)
     report = json.loads(completed.stdout)
     assert (completed.returncode, report["status"]) == (1, "problem")
     assert report["verl"] == {**report["verl"], "installed": True, "importable": False}
