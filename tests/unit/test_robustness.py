@@ -63,25 +63,26 @@ def test_strict_mode_raises_the_fault(synthetic, run_with):
     assert "RuntimeError: injected fault in value_engine" in run.stderr
 
 
-def test_a_missing_wrapt_is_reported_once_and_verl_imports(synthetic, run_with, tmp_path):
+@pytest.mark.parametrize(
+    ("failure", "advice"),
+    [
+        ("raise ImportError('synthetic: wrapt fails to import')", DISABLE_HINT),
+        (  # not installed at all, as on a bare checkout route
+            "raise ModuleNotFoundError(\"No module named 'wrapt'\", name='wrapt')",
+            "Install wrapt where verl runs (pip install wrapt), or set NPU_SHIM_DISABLE=1",
+        ),
+    ],
+    ids=["broken", "not installed"],
+)
+def test_a_wrapt_it_cannot_import_is_reported_once_and_verl_imports(synthetic, run_with, tmp_path, failure, advice):
     blocker = tmp_path / "no-wrapt"
     blocker.mkdir()
-    (blocker / "wrapt.py").write_text("raise ImportError('synthetic: wrapt is not installed')\n")
+    (blocker / "wrapt.py").write_text(failure + "\n")
     code = f"import sys; sys.path.insert(0, {str(blocker)!r})\nimport npu_shim\n" + STATE
     run = run_with(code, synthetic("0.7.1"), activation="import", report=False)
     assert run.report == UNPATCHED
     assert run.stderr.count("npu_shim could not load its import hook") == 1
-    assert DISABLE_HINT in run.stderr
-
-
-def test_wrapt_not_installed_says_to_install_it(synthetic, run_with, tmp_path):
-    blocker = tmp_path / "no-wrapt"
-    blocker.mkdir()
-    (blocker / "wrapt.py").write_text("raise ModuleNotFoundError(\"No module named 'wrapt'\", name='wrapt')\n")
-    code = f"import sys; sys.path.insert(0, {str(blocker)!r})\nimport npu_shim\n" + STATE
-    run = run_with(code, synthetic("0.7.1"), activation="import", report=False)
-    assert run.report == UNPATCHED
-    assert "Install wrapt where verl runs (pip install wrapt), or set NPU_SHIM_DISABLE=1" in run.stderr
+    assert advice in run.stderr
 
 
 def test_disable_installs_nothing(synthetic, run_with):
