@@ -30,7 +30,7 @@ CLIENT = """
 import json, sys
 sys.path.insert(0, {shim_parent!r})
 from npu_shim.doctor.ray_probe import connect_and_probe
-print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {shim_parent!r})))
+print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {timeout!r}, {shim_parent!r})))
 """
 GRACE = 2.0  # seconds the client keeps, of the doctor's timeout, to say why it had no answer
 
@@ -43,8 +43,9 @@ def _probe_function() -> Any:
     return namespace["probe"]
 
 
-def connect_and_probe(address: str | None, deadline: float, shim_parent: str) -> dict[str, Any]:
-    """In the client interpreter: ``{"report": ...}`` from a Ray worker, or ``{"error": "..."}``."""
+def connect_and_probe(address: str | None, deadline: float, timeout: float, shim_parent: str) -> dict[str, Any]:
+    """In the client interpreter: ``{"report": ...}`` from a Ray worker by ``deadline`` (the doctor's
+    ``timeout`` less a grace), or ``{"error": "..."}``."""
     try:
         import ray
         from ray.exceptions import GetTimeoutError
@@ -61,7 +62,7 @@ def connect_and_probe(address: str | None, deadline: float, shim_parent: str) ->
             return {"report": ray.get(reference, timeout=max(deadline - time.time(), 0.1))}
         except GetTimeoutError:
             ray.cancel(reference, force=True)
-            return {"error": "the Ray task did not answer in time"}
+            return {"error": f"the Ray task did not answer within {timeout:g} s"}
         except Exception as error:  # the task itself failed in the worker
             return {"error": f"the Ray task failed: {type(error).__name__}: {error}"}
     finally:
@@ -95,7 +96,11 @@ def probe_on_ray(address: str | None, timeout: float, shim_parent: str, env: dic
     """The probe's report from a Ray worker within ``timeout`` s; RuntimeError with a readable message otherwise."""
     deadline = time.time() + timeout - GRACE
     client = subprocess.Popen(
-        [sys.executable, "-c", CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline)],
+        [
+            sys.executable,
+            "-c",
+            CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline, timeout=timeout),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -118,10 +123,7 @@ def probe_on_ray(address: str | None, timeout: float, shim_parent: str, env: dic
     except (IndexError, json.JSONDecodeError):
         raise RuntimeError(f"the Ray client exited {client.returncode}: {stderr.strip()[-2000:]}") from None
     if "error" in answer:
-        error = answer["error"]
-        if error == "the Ray task did not answer in time":
-            error = f"the Ray task did not answer within {timeout:g} s"
-        raise RuntimeError(error)
+        raise RuntimeError(answer["error"])
     return answer["report"]
 
 

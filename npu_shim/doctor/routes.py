@@ -69,8 +69,8 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
 
 
 def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -> dict[str, Any]:
-    configured = names_npu_shim(probe["environment"][VERL_EXTERNAL])
     named = probe["environment"][VERL_EXTERNAL]
+    configured = names_npu_shim(named)
     works = configured and probe["activated_after_verl"] == VERL_EXTERNAL and not probe["verl_import_error"]
     if named and probe["verl_import_error"]:
         reason = (

@@ -109,9 +109,8 @@ def _layout_id(layout: VerlLayout) -> str:
         return "no keyed registry"
     native_value_engine = layout.registered(**value_engine.KEY)
     if native_value_engine is not None and not is_ours(native_value_engine):
-        module = vars(layout.mindspeed_impl) if layout.mindspeed_impl is not None else {}
-        shipped_repatch = module.get(shared_repatch.REPLACED) or module.get(shared_repatch.UPSTREAM_NAME)
-        return "0.8.0" if known_release(shipped_repatch, batch_invariant_repatch.VERL_0_8_0) else "native"
+        shipped = shared_repatch.shipped_repatch(layout.mindspeed_impl)
+        return "0.8.0" if known_release(shipped, batch_invariant_repatch.VERL_0_8_0) else "native"
     lm_engine = getattr(layout.mindspeed_impl, lm_engine_repatch.CLASS_NAME, None)
     if lm_engine is None:
         return "no mindspeed engine"
@@ -341,13 +340,13 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
     }
     # verl and its dependencies may print on import; stdout belongs to the report.
     with contextlib.redirect_stdout(sys.stderr):
-        try:
-            if verl_import_error is not None:
-                raise ImportError(verl_import_error)
-            verl = importlib.import_module("verl")
-        except Exception as error:
-            verl = None
-            report["verl"]["error"] = verl_import_error or _error(error)
+        verl = None
+        report["verl"]["error"] = verl_import_error
+        if verl_import_error is None:
+            try:
+                verl = importlib.import_module("verl")
+            except Exception as error:
+                report["verl"]["error"] = _error(error)
         engine_package = None
         if verl is not None:
             report["verl"].update(

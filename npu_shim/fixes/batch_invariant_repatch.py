@@ -16,12 +16,10 @@ Any other ``_mindspeed_repatch`` (0.9.x, or one edited by hand) is left to the o
 
 from __future__ import annotations
 
-from typing import Any
-
 from npu_shim import fingerprint
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
-from npu_shim.fixes.shared_repatch import REPLACED, UPSTREAM_NAME, mindspeed_repatch, rebind_if_known
+from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch, rebind_if_known, shipped_repatch
 from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
 
 NAME = "batch_invariant_repatch"
@@ -46,8 +44,7 @@ def _why_not(layout: VerlLayout) -> tuple[str, str]:
     module = layout.mindspeed_impl
     if module is None:
         return NOT_APPLICABLE, "verl's MindSpeed engine module did not import"
-    current: Any = getattr(module, UPSTREAM_NAME, None)
-    shipped = vars(module).get(REPLACED, current)  # verl's own, also once npu_shim has rebound the name
+    shipped = shipped_repatch(module)
     if shipped is mindspeed_repatch:
         return NOT_APPLICABLE, f"{UPSTREAM_NAME} is npu_shim's own (shared_repatch), which has #6674"
     if fingerprint.known_release(shipped, VERL_0_8_0):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from npu_shim import fingerprint
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NOT_APPLICABLE, Outcome
-from npu_shim.fixes.shared_repatch import REPLACED, UPSTREAM_NAME, mindspeed_repatch, rebind_if_known
+from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch, rebind_if_known, shipped_repatch
 from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
 
 NAME = "mindspeed_line_repatch"
@@ -44,9 +44,8 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
     if getattr(module, "repatch", None) is None:
         why = "MindSpeed has no repatch here (as on 2.1.0_core_r0.12.1): no engine config reaches it"
         return Outcome(NAME, NOT_APPLICABLE, why)
-    shipped = vars(module).get(REPLACED)
     if getattr(module, UPSTREAM_NAME, None) is mindspeed_repatch:
-        if fingerprint.known_release(shipped, VERL_0_9):
+        if fingerprint.known_release(shipped_repatch(module), VERL_0_9):
             return Outcome(NAME, ALREADY_APPLIED, f"{UPSTREAM_NAME} was replaced earlier in this process")
         return Outcome(NAME, NOT_APPLICABLE, f"{UPSTREAM_NAME} is already npu_shim's, which is MindSpeed-line aware")
     release = rebind_if_known(layout, changes, VERL_0_9)

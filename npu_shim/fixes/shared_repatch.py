@@ -11,6 +11,7 @@ npu_shim adds and for anyone who calls it as upstream code does.
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import Any
 
 from npu_shim import fingerprint, mindspeed_line
@@ -75,6 +76,13 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
 
 # Kept on verl's module while npu_shim's function stands in for verl's own (and tells a re-activation so).
 REPLACED = "__npu_shim_replaced_mindspeed_repatch__"
+
+
+def shipped_repatch(module: ModuleType | None) -> Any:
+    """verl's own ``_mindspeed_repatch`` in its MindSpeed module, also once npu_shim has rebound the name."""
+    if module is None:
+        return None
+    return vars(module).get(REPLACED, getattr(module, UPSTREAM_NAME, None))
 
 
 def rebind_if_known(layout: VerlLayout, changes: ChangeSet, releases: fingerprint.KnownCode) -> str | None:
