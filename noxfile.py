@@ -25,6 +25,9 @@ TORCH = "torch==2.13.0"
 MEGATRON = "megatron-core==0.16.1"
 MEGATRON_0_12 = "megatron-core==0.12.1"  # what MindSpeed 2.3.0_core_r0.12.1 patches
 TEST_TOOLS = ["pytest==9.2.0", "wrapt==2.5.2"]
+# An offline `pip install --no-build-isolation .` builds with the environment's own setuptools: a
+# Python 3.11 venv's 65.5 (the unit environment keeps it) needs the wheel package to build a wheel.
+UNIT_TOOLS = [*TEST_TOOLS, "wheel==0.45.1"]
 
 # The smallest pip sets that work, per environment (see ../shared/verl-facts.md), named
 # "<verl release>" or "<verl release>-<what differs>":
@@ -40,6 +43,7 @@ VERL_PINS: dict[str, list[str]] = {
     "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, "pyarrow<26", "uvicorn", "fastapi", "cachetools"],
     # verl's generic Ascend images shipped with 0.8.0 pair it with MindSpeed 2.3.0_core_r0.12.1 too.
     "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, "pyarrow<26", "uvicorn", "fastapi", "cachetools"],
+    "0.9.0": ["verl==0.9.0", TORCH, MEGATRON],
     "0.9.1": ["verl==0.9.1", TORCH, MEGATRON],
 }
 # The MindSpeed line the stand-in simulates: the one verl's Ascend images pair with that Megatron.
@@ -90,7 +94,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def unit(session: nox.Session) -> None:
     """Synthetic verl layouts, bootstrap and start-up tests: no torch, no verl."""
-    python = cached_env(session, "unit", TEST_TOOLS)
+    python = cached_env(session, "unit", UNIT_TOOLS)
     session.run(str(python), "-m", "pytest", "tests/unit", *session.posargs, external=True)
 
 
@@ -120,7 +124,7 @@ def matrix(session: nox.Session, verl: str) -> None:
 @nox.session(venv_backend="none")
 def build_envs(session: nox.Session) -> None:
     """Build (or confirm) every cached environment without running tests."""
-    cached_env(session, "unit", TEST_TOOLS)
+    cached_env(session, "unit", UNIT_TOOLS)
     for verl in VERL_PINS:
         verl_env(session, verl)
 
@@ -128,7 +132,7 @@ def build_envs(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def mutations(session: nox.Session) -> None:
     """Deliberate bugs, one at a time, against the unit layer (scripts/mutations.py)."""
-    python = cached_env(session, "unit", TEST_TOOLS)
+    python = cached_env(session, "unit", UNIT_TOOLS)
     session.run(str(python), str(ROOT / "scripts" / "mutations.py"), *session.posargs, external=True)
 
 

@@ -84,13 +84,28 @@ def emit(text: str) -> None:
         os.close(devnull)
 
 
+def bootstrap_dir_for_workers() -> str:
+    """The bootstrap directory of the npu_shim that interpreters started elsewhere import.
+
+    ``python -m`` puts the current directory first on sys.path, so inside a checkout this
+    process runs the checkout's npu_shim; Ray workers and other directories do not see it.
+    """
+    from importlib.machinery import PathFinder
+
+    from npu_shim.propagation import bootstrap_dir
+
+    cwd = os.getcwd()
+    elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != cwd]
+    spec = PathFinder.find_spec("npu_shim", elsewhere)
+    locations = list(spec.submodule_search_locations or []) if spec and spec.origin else []  # not a namespace
+    return bootstrap_dir(locations[0]) if locations else bootstrap_dir()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status is kept when stdout is closed early."""
     args = _parser().parse_args(argv)
     if args.command == "bootstrap-dir":
-        import npu_shim
-
-        emit(npu_shim.bootstrap_dir())
+        emit(bootstrap_dir_for_workers())
         return 0
     if args.command == "runtime-env":
         from npu_shim import runtime_env

@@ -15,10 +15,10 @@ from types import ModuleType
 
 import wrapt
 
-import npu_shim
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import Outcome, apply_all
 from npu_shim.layout import ENGINE_PACKAGE, read_layout
+from npu_shim.switches import switch, warn_once
 
 logger = logging.getLogger("npu_shim")
 
@@ -46,9 +46,9 @@ def on_engine_imported(engine_package: ModuleType) -> None:
         except Exception as error:
             changes.revert()
             failure = error
-            if npu_shim.switch("NPU_SHIM_STRICT"):
+            if switch("NPU_SHIM_STRICT"):
                 raise
-            npu_shim.warn_once(
+            warn_once(
                 "hook-failed",
                 "npu_shim failed while patching %s and left verl unchanged (%s: %s). "
                 "Set NPU_SHIM_DISABLE=1 to turn the shim off, NPU_SHIM_STRICT=1 to raise instead.",

@@ -22,7 +22,7 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
-import npu_shim
+from npu_shim.switches import warn_once
 
 logger = logging.getLogger("npu_shim")
 
@@ -79,7 +79,7 @@ def _fusion_attention(config: Mapping[str, Any], defaults: Namespace | None, cur
     configured = config.get(FUSION_ATTENTION, True)
     if defaults is not None and not hasattr(defaults, BATCH_INVARIANT):
         if requested:
-            npu_shim.warn_once(
+            warn_once(
                 "batch-invariant-unsupported",
                 "override_transformer_config.%s=True: this MindSpeed has no batch-invariant flash attention "
                 "(only MindSpeed core_r0.16.0 has it) and ignores the key; fusion attention (%s) stays %s",
@@ -90,7 +90,7 @@ def _fusion_attention(config: Mapping[str, Any], defaults: Namespace | None, cur
         return configured
     inherited = BATCH_INVARIANT not in config and bool(getattr(current, BATCH_INVARIANT, False))
     if inherited:
-        npu_shim.warn_once(
+        warn_once(
             "batch-invariant-inherited",
             "MindSpeed's batch-invariant flash attention (%s) was turned on earlier in this process and "
             "MindSpeed's patches are process-wide: every engine in this process, this one included, runs "
@@ -107,7 +107,7 @@ def _note_inherited_keys(config: Mapping[str, Any], defaults: Namespace | None, 
     for key in sorted(_passed - config.keys() - {BATCH_INVARIANT}):  # that one has its own warning
         value = getattr(current, key, None)
         if value != getattr(defaults, key, None):
-            npu_shim.warn_once(
+            warn_once(
                 f"inherited-{key}",
                 "MindSpeed keeps its arguments for the whole process: this engine's override_transformer_config "
                 "does not set %s, so MindSpeed keeps %s=%r from an earlier engine in this process "

@@ -5,16 +5,46 @@ driver does not reach them: every interpreter has to start with the shim's
 bootstrap directory on PYTHONPATH.
 """
 
+from __future__ import annotations
+
 import os
 
 import npu_shim
-from npu_shim import VERL_MODULES, bootstrap_dir
+from npu_shim.import_route import VERL_MODULES
+from npu_shim.switches import switch
+
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(npu_shim.__file__), "bootstrap")
+
+
+def is_npu_shim_bootstrap(path: str) -> bool:
+    """Whether ``path`` is one of npu_shim's own sitecustomize files (a copy, or the checkout's link)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return npu_shim.BOOTSTRAP_MARKER in file.read(4096)
+    except OSError:
+        return False
+
+
+def bootstrap_dir(package_dir: str | None = None) -> str:
+    """The directory to put on PYTHONPATH so that every interpreter activates the shim.
+
+    ``npu_shim/bootstrap`` of an installed shim; the checkout itself for a shim
+    run from a checkout (its root ``sitecustomize.py``): the installed bootstrap
+    activates only where npu_shim is already on sys.path, and a checkout is not.
+    ``package_dir``: that of another npu_shim than this one.
+    """
+    package_dir = package_dir or os.path.dirname(os.path.abspath(npu_shim.__file__))
+    checkout = os.path.dirname(package_dir)
+    candidate = os.path.join(checkout, "sitecustomize.py")
+    if os.path.isfile(candidate) and is_npu_shim_bootstrap(candidate):
+        return checkout
+    return os.path.join(package_dir, "bootstrap")
 
 
 def with_bootstrap_first(pythonpath: str) -> str:
     """``pythonpath`` with the bootstrap directory as its first entry, once; other entries kept in order."""
     first = bootstrap_dir()
-    ours = {first, npu_shim.BOOTSTRAP_DIR}  # a checkout's npu_shim/bootstrap would activate nothing: drop it too
+    ours = {first, BOOTSTRAP_DIR}  # a checkout's npu_shim/bootstrap would activate nothing: drop it too
     entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry not in ours]
     return os.pathsep.join([first, *entries])
 
@@ -28,7 +58,7 @@ pythonpath_before: object = _UNCHANGED
 def propagate() -> None:
     """Put the bootstrap directory first on PYTHONPATH so that child interpreters activate too."""
     global pythonpath_before
-    if npu_shim.switch("NPU_SHIM_PROPAGATE"):
+    if switch("NPU_SHIM_PROPAGATE"):
         if pythonpath_before is _UNCHANGED:
             pythonpath_before = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = with_bootstrap_first(os.environ.get("PYTHONPATH", ""))

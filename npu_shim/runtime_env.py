@@ -11,10 +11,10 @@ import re
 import shlex
 from typing import Any
 
-import npu_shim
-from npu_shim.propagation import ray_runtime_env, verl_modules_runtime_env
+from npu_shim.import_route import VERL_MODULES
+from npu_shim.propagation import BOOTSTRAP_DIR, bootstrap_dir, ray_runtime_env, verl_modules_runtime_env
 
-VERL_ROUTE = npu_shim.VERL_MODULES
+VERL_ROUTE = VERL_MODULES
 PYTHONPATH_ROUTE = "PYTHONPATH"
 HYDRA_KEY = "+ray_kwargs.ray_init.runtime_env"
 # A string Hydra reads as that same string without quotes: no separators (, : = spaces), not a number,
@@ -25,7 +25,7 @@ _HYDRA_WORDS = frozenset({"true", "false", "null", "nan", "inf"})
 
 def default_route() -> str:
     """verl's own route for an installed shim; a checkout is not importable by workers without PYTHONPATH."""
-    return VERL_ROUTE if npu_shim.bootstrap_dir() == npu_shim.BOOTSTRAP_DIR else PYTHONPATH_ROUTE
+    return VERL_ROUTE if bootstrap_dir() == BOOTSTRAP_DIR else PYTHONPATH_ROUTE
 
 
 def runtime_env(route: str) -> dict[str, Any]:

@@ -16,6 +16,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BOOTSTRAP_DIR = ROOT / "npu_shim" / "bootstrap"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+# An expression for a child's code (Python 2.7 syntax, after `import sys`): npu_shim.activated_via() there,
+# without importing npu_shim, which start-up activates without importing.
+SHIM_VIA = (
+    "(lambda s: s.activated_via() if s is not None else 'sitecustomize' "
+    "if [f for f in sys.meta_path if type(f).__name__ == 'VerlImportWatcher'] else None)(sys.modules.get('npu_shim'))"
+)
 
 
 def pyenv_python(version: str) -> Path:

@@ -23,7 +23,10 @@ ENV_VARIABLES = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", "NPU_SHIM_DISABLE", 
 
 def _shim_via() -> str | None:
     shim = sys.modules.get("npu_shim")
-    return shim.activated_via() if shim is not None and hasattr(shim, "activated_via") else None
+    if shim is not None and hasattr(shim, "activated_via"):
+        return shim.activated_via()
+    # npu_shim's sitecustomize activates without importing npu_shim: its finder is the sign
+    return "sitecustomize" if any(type(f).__name__ == "VerlImportWatcher" for f in sys.meta_path) else None
 
 
 def _npu_shim_origin() -> str | None:

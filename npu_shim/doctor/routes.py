@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import npu_shim
-from npu_shim import VERL_MODULES as VERL_EXTERNAL
-from npu_shim import names_npu_shim
-from npu_shim._chain import is_npu_shim_bootstrap
+from npu_shim.import_route import VERL_MODULES as VERL_EXTERNAL
+from npu_shim.import_route import names_npu_shim
+from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 
 PYTHONPATH = "PYTHONPATH"
 
@@ -50,7 +49,7 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
     if works:
         reason = f"{ours or ran}: its sitecustomize.py activated the shim at start-up"
     elif ours is None:
-        reason = f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={npu_shim.bootstrap_dir()}:$PYTHONPATH)"
+        reason = f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={bootstrap_dir()}:$PYTHONPATH)"
     elif disabled:
         reason = f"{ours} is on PYTHONPATH, but NPU_SHIM_DISABLE is set"
     elif shadowed_by:

@@ -35,6 +35,7 @@ from npu_shim.fixes import (
     value_engine,
 )
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
+from npu_shim.switches import switch
 
 logger = logging.getLogger("npu_shim")
 
@@ -79,7 +80,7 @@ def _shim_state() -> dict[str, Any]:
     state: dict[str, Any] = {
         "active": False,
         "activated_via": via,
-        "disabled": npu_shim.switch("NPU_SHIM_DISABLE"),
+        "disabled": switch("NPU_SHIM_DISABLE"),
         "hook_loaded": hook is not None,
         "failure": None if failure is None else _error(failure),
         "reason": None,

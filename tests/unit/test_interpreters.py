@@ -12,19 +12,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, clean_env, pyenv_python
+from helpers import PYENV_ROOT, ROOT, SHIM_VIA, clean_env, pyenv_python
 
 OLD = ["2.7.18", "3.6.15", "3.7.16", "3.8.18", "3.9.18"]  # older than npu_shim's minimum, 3.10
 SUPPORTED = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"]
 
 # Python 2.7 syntax: what the interpreter's sys.path is, and whether npu_shim started in it.
-STATE = (
-    "import sys, json; s = sys.modules.get('npu_shim'); "
-    "print(json.dumps([sys.path, s.activated_via() if s is not None else None]))"
-)
+STATE = f"import sys, json; print(json.dumps([sys.path, {SHIM_VIA}]))"
 
 
 def state(python: Path | str, pythonpath: Path, cwd: Path) -> tuple[list[str], str | None]:
@@ -168,3 +166,70 @@ def test_a_python_3_9_venv_runs_the_sitecustomize_in_its_site_packages(tmp_path)
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     (venv / "lib" / "python3.9" / "site-packages" / "sitecustomize.py").write_text(OWN)
     assert start(venv / "bin" / "python", [ROOT], tmp_path)[2] == "own sitecustomize ran\n"
+
+
+# Every kind of interpreter that may start with an installed bootstrap on PYTHONPATH: the shim's own
+# (a venv of the runner's Python), one of the same minor version elsewhere, other versions, 2.7.
+OTHERS = ["3.11.7", "3.12.1", "3.13.0", "3.10.13", "3.9.18", "3.6.15", "2.7.18"]
+
+
+def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran(tmp_path):
+    """Each interpreter writes bytecode of the bootstrap it imports; pip removes only its own interpreter's."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    subprocess.run([*pip, "install", "-q", "--no-deps", str(ROOT)], check=True, capture_output=True, timeout=300)
+    site = Path(run_in(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
+    assert (site / "npu_shim").is_dir()
+    bootstrap = site / "npu_shim" / "bootstrap"
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("OWN = True\n")
+    interpreters = [python] + [p for p in map(pyenv_or_none, OTHERS) if p is not None]
+    assert len(interpreters) > 2, "no interpreter but the shim's own to try"
+    for interpreter in interpreters:
+        for pythonpath in ([bootstrap], [bootstrap, own]):  # the chain to a later sitecustomize too
+            completed = subprocess.run(
+                [str(interpreter), "-c", "pass"],
+                env=clean_env(pythonpath),  # bytecode written, as by default
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert (completed.returncode, completed.stderr) == (0, ""), interpreter
+    subprocess.run([*pip, "uninstall", "-q", "-y", "npu-shim"], check=True, capture_output=True, timeout=300)
+    leftovers = sorted(str(path.relative_to(site)) for path in site.glob("npu_shim*/**/*"))
+    assert leftovers == []
+    assert run_in(python, "import importlib.util; print(importlib.util.find_spec('npu_shim'))") == "None"
+
+
+def pyenv_or_none(version: str) -> Path | None:
+    python = PYENV_ROOT / "versions" / version / "bin" / "python"
+    return python if python.exists() else None
+
+
+def run_in(python: Path, code: str) -> str:
+    """``python -c code`` from an empty directory (a checkout's npu_shim must not be found); its output."""
+    empty = Path(tempfile.mkdtemp())
+    return subprocess.run(
+        [str(python), "-c", code], env=clean_env(), cwd=empty, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+
+
+def test_an_offline_install_builds_with_the_environments_own_setuptools(tmp_path):
+    """No index to fetch a build backend from: pip builds with the setuptools already installed."""
+    from importlib.metadata import version
+
+    assert int(version("setuptools").split(".")[0]) < 77, "this test is about a setuptools older than PEP 639's"
+    target = tmp_path / "target"
+    offline = ["--no-index", "--no-build-isolation", "--no-deps"]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", *offline, "--target", str(target), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert (target / "npu_shim" / "bootstrap" / "sitecustomize.py").is_file()

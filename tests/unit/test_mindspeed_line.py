@@ -51,7 +51,7 @@ class FakeMindSpeed:
 def process(monkeypatch):
     """A fresh process: no keys passed yet, no warning given yet."""
     monkeypatch.setattr(mindspeed_line, "_passed", set())
-    monkeypatch.setattr(sys.modules["npu_shim"], "_warned", set())
+    monkeypatch.setattr(sys.modules["npu_shim.switches"], "_warned", set())
 
     def with_mindspeed(batch_invariant: bool) -> FakeMindSpeed:
         fake = FakeMindSpeed(batch_invariant)

@@ -9,11 +9,11 @@ import sys
 import textwrap
 
 import pytest
-from helpers import BOOTSTRAP_DIR, ROOT, clean_env, run_python
+from helpers import BOOTSTRAP_DIR, ROOT, SHIM_VIA, clean_env, run_python
 
 HEAVY = ("wrapt", "torch", "verl", "megatron", "mindspeed", "logging", "npu_shim.hook")
 LOADED = f"import sys, json; print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
-ACTIVE = "import sys; print(sys.modules['npu_shim'].activated_via() if 'npu_shim' in sys.modules else None)"
+ACTIVE = f"import sys; print({SHIM_VIA})"
 
 
 def test_an_interpreter_that_never_imports_verl_loads_nothing_heavy(tmp_path):
@@ -30,10 +30,9 @@ def test_import_npu_shim_alone_loads_nothing_heavy(tmp_path):
     assert run_python(code, clean_env(), cwd=tmp_path).stdout.strip() == "[]"
 
 
-STATE = """
+STATE = f"""
 import json, os, sys
-shim = sys.modules.get("npu_shim")
-print(json.dumps([shim.activated_via() if shim else None, os.environ.get("PYTHONPATH"),
+print(json.dumps([{SHIM_VIA}, os.environ.get("PYTHONPATH"),
                   any(type(f).__name__ == "VerlImportWatcher" for f in sys.meta_path)]))
 """
 
@@ -137,8 +136,24 @@ def test_installed_package_ships_a_bootstrap_dir(installed_shim, synthetic, tmp_
     assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
 
 
+@pytest.mark.parametrize("cwd", ["checkout", "elsewhere"])
+def test_bootstrap_dir_names_the_installed_shim_from_any_directory(installed_shim, tmp_path, cwd):
+    """`python -m` puts the current directory first on sys.path; workers started elsewhere do not see it."""
+    _, site = installed_shim
+    out = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "bootstrap-dir"],
+        env=clean_env([site]),
+        cwd=ROOT if cwd == "checkout" else tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == f"{site / 'npu_shim' / 'bootstrap'}\n"
+
+
 def test_a_checkout_that_is_not_installed_propagates_the_checkout(synthetic, tmp_path):
-    out = run_python("import npu_shim; print(npu_shim.bootstrap_dir())", clean_env([ROOT]), cwd=tmp_path).stdout
+    code = "from npu_shim.propagation import bootstrap_dir; print(bootstrap_dir())"
+    out = run_python(code, clean_env([ROOT]), cwd=tmp_path).stdout
     assert out.strip() == str(ROOT)
     run = run_python(CHILD_RESOLVES, clean_env([out.strip(), synthetic("0.7.1")]), cwd=tmp_path)
     assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
@@ -154,7 +169,7 @@ def user_sitecustomize(tmp_path):
     marker = tmp_path / "marker.txt"
     (directory / "sitecustomize.py").write_text(
         "import sys\n"
-        f"open({str(marker)!r}, 'a').write('ran shim_active=%s\\n' % ('npu_shim' in sys.modules))\n"
+        f"open({str(marker)!r}, 'a').write('ran shim_active=%s\\n' % ({SHIM_VIA} is not None))\n"
         "USER_SITECUSTOMIZE = True\n"
     )
     return directory, marker

@@ -1,10 +1,17 @@
-"""Pythons npu_shim does not serve (2.7, 3.6-3.9): start exactly as if npu_shim's sitecustomize were not there.
+"""What npu_shim's start-up rarely needs: a sitecustomize it hides, and bytecode it must not leave (2.7 syntax).
 
 Python's ``site`` imports the first ``sitecustomize`` on ``sys.path`` and stops, so npu_shim's
-would hide the one such an interpreter has later on its path (its own site-packages', or one
-later on PYTHONPATH). This finds that one, past every copy of npu_shim's, and runs it as
-``site`` would, reporting an error in it the same way. Python 2.7 syntax; the bootstrap files
-run it with ``exec`` (no import: it must not make npu_shim importable here).
+would hide one later on the path (a container's own, say OpenTelemetry's launcher, or an old
+Python's in its site-packages). This runs it after npu_shim's, as ``site`` would have, an error
+in it reported the same way: in every interpreter, served by npu_shim or not.
+
+An interpreter npu_shim does not serve (another environment's or version's) also writes the
+bytecode of an installed shim's bootstrap, and ``pip uninstall npu-shim`` removes only its own
+interpreter's: a directory left behind would make ``import npu_shim`` succeed as an empty
+namespace package. This removes such bytecode.
+
+npu_shim's sitecustomize runs this with ``exec`` (importing it would write bytecode too), and
+only when one of the two is needed.
 """
 
 import os
@@ -55,12 +62,12 @@ def _run_python2(entry):
 
 
 def _run_python3(entry):
-    from importlib.machinery import PathFinder
-    from importlib.util import module_from_spec
-
-    spec = PathFinder.find_spec("sitecustomize", [entry])
+    finders = [f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"]  # its caches are warm
+    spec = finders[0].find_spec("sitecustomize", [entry]) if finders else None
     if spec is None or spec.loader is None or (spec.origin and _is_ours(spec.origin)):
         return False
+    from importlib.util import module_from_spec
+
     module = module_from_spec(spec)
     shims = sys.modules.get("sitecustomize")
     sys.modules["sitecustomize"] = module
@@ -78,3 +85,14 @@ def run_next_sitecustomize():
     for entry in list(sys.path):
         if run(entry or os.curdir):
             return
+
+
+def after_npu_shim(stray_bytecode=None):
+    """Remove ``stray_bytecode`` (and its directory, if that empties), then run the sitecustomize ours hides."""
+    if stray_bytecode:
+        for remove, path in ((os.remove, stray_bytecode), (os.rmdir, os.path.dirname(stray_bytecode))):
+            try:
+                remove(path)
+            except OSError:  # not written (read-only, PYTHONDONTWRITEBYTECODE), or the directory is not empty
+                break
+    run_next_sitecustomize()
