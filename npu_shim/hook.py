@@ -1,10 +1,11 @@
-"""Second stage, loaded once verl is being imported: the wrapt post-import hook.
+"""Second stage, loaded once verl is being imported: wrapt post-import hooks.
 
-wrapt calls :func:`on_engine_imported` right after ``verl.workers.engine`` has
-executed (or at once, if it already has). A hook that raises would fail verl's
-import and wrapt would forget it; so every failure is caught here, the partial
-edits are reverted, one warning names the switch that turns the shim off, and
-the process goes on with verl as it shipped, unless ``NPU_SHIM_STRICT=1``.
+One hook per verl module a fix changes (``verl.workers.engine``, ``verl.models.mcore.util``, ...):
+wrapt calls :func:`on_module_imported` right after that module has executed (or at once, if it
+already has), in whatever order verl imports them. A hook that raises would fail verl's import
+and wrapt would forget it; so every failure is caught here, the partial edits of that module's
+fixes are reverted, one warning names the switch that turns the shim off, and the process goes
+on with that module as it shipped, unless ``NPU_SHIM_STRICT=1``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from types import ModuleType
 import wrapt
 
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import Outcome, apply_all
+from npu_shim.fixes import Outcome, apply_watching, fix_modules, watched_modules
 from npu_shim.layout import ENGINE_PACKAGE, read_layout
 from npu_shim.switches import switch, warn_once
 
@@ -24,7 +25,7 @@ logger = logging.getLogger("npu_shim")
 
 _lock = threading.Lock()
 _registered = False
-outcomes: list[Outcome] = []  # of the last application, for `python -m npu_shim doctor`
+outcomes: list[Outcome] = []  # the last one of each fix whose module was imported, in fix order (for the doctor)
 failure: BaseException | None = None
 
 
@@ -34,29 +35,36 @@ def register() -> None:
         if _registered:
             return
         _registered = True
-    wrapt.register_post_import_hook(on_engine_imported, ENGINE_PACKAGE)
+    for module_name in watched_modules():
+        wrapt.register_post_import_hook(on_module_imported, module_name)
 
 
-def on_engine_imported(engine_package: ModuleType) -> None:
+def on_module_imported(module: ModuleType) -> None:
     global failure
+    name = module.__name__
     with _lock:  # one application even when several threads race to import verl
         changes = ChangeSet()
         try:
-            results = apply_all(read_layout(engine_package), changes)
+            results = apply_watching(name, read_layout(module) if name == ENGINE_PACKAGE else module, changes)
         except Exception as error:
             changes.revert()
             failure = error
             if switch("NPU_SHIM_STRICT"):
                 raise
             warn_once(
-                "hook-failed",
-                "npu_shim failed while patching %s and left verl unchanged (%s: %s). "
+                f"hook-failed-{name}",
+                "npu_shim failed while patching %s and left it unchanged (%s: %s). "
                 "Set NPU_SHIM_DISABLE=1 to turn the shim off, NPU_SHIM_STRICT=1 to raise instead.",
-                ENGINE_PACKAGE,
+                name,
                 type(error).__name__,
                 error,
             )
             return
-        outcomes[:] = results
+        _record(results)
     for outcome in results:
         logger.info("%s: %s (%s)", outcome.fix, outcome.verdict, outcome.reason)
+
+
+def _record(results: list[Outcome]) -> None:
+    latest = {outcome.fix: outcome for outcome in [*outcomes, *results]}
+    outcomes[:] = [latest[fix.NAME] for fix in fix_modules() if fix.NAME in latest]

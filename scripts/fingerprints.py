@@ -7,6 +7,8 @@ Once per interpreter given::
     pip download --no-deps -d wheels verl==0.6.0 ; ... verl==0.8.0
     python scripts/fingerprints.py wheels/verl-0.*.whl --python ~/.pyenv/versions/3.1*/bin/python
     python scripts/fingerprints.py wheels/verl-0.8.0-*.whl --function _mindspeed_repatch
+    python scripts/fingerprints.py wheels/verl-0.*.whl --member verl/models/mcore/util.py \\
+        --function _build_npu_attn_mask
 
 ``--function`` defaults to ``MindspeedEngineWithLMHead.__init__`` (``KNOWN_INITS`` in
 ``npu_shim/fixes/lm_engine_repatch.py``); ``_mindspeed_repatch`` is ``VERL_0_8_0`` in
@@ -40,12 +42,12 @@ print(json.dumps([list(sys.version_info[:2]), result]))
 """
 
 
-def read_source(path: Path) -> tuple[str, str]:
-    """(release, source) of a wheel, or (file name, source) of a .py file."""
+def read_source(path: Path, member: str = MEMBER) -> tuple[str, str]:
+    """(release, source) of a wheel's ``member``, or (file name, source) of a .py file."""
     if path.suffix == ".py":
         return path.name, path.read_text(encoding="utf-8")
     with zipfile.ZipFile(path) as archive:
-        return path.name.split("-")[1], archive.read(MEMBER).decode()
+        return path.name.split("-")[1], archive.read(member).decode()
 
 
 def main() -> int:
@@ -53,9 +55,10 @@ def main() -> int:
     parser.add_argument("sources", nargs="+", type=Path, help="verl wheels, or transformer_impl.py files")
     parser.add_argument("--python", nargs="+", default=[sys.executable])
     parser.add_argument("--function", default="MindspeedEngineWithLMHead.__init__")
+    parser.add_argument("--member", default=MEMBER, help=f"the file in the wheel (default {MEMBER})")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    request = {"function": args.function, "sources": dict(read_source(path) for path in args.sources)}
+    request = {"function": args.function, "sources": dict(read_source(path, args.member) for path in args.sources)}
     results = {}
     for python in args.python:
         out = subprocess.run(

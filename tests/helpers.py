@@ -106,3 +106,23 @@ def run_in_session(
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     return Run(process.returncode, stdout, stderr)
+
+
+TABLE_MARK = "<!-- fixes-by-release: the test reads this table -->"
+
+
+def fixes_by_release() -> dict[str, dict[str, str]]:
+    """The README's table of each fix's verdict, per column (a release, and its Megatron if not 0.16.1)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split(TABLE_MARK, 1)[1].strip().splitlines()
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text]
+    header, body = rows[0], [row for row in rows[2:] if len(row) == len(rows[0])]
+    body = body[: next((i for i, row in enumerate(body) if not row[0].startswith("`")), len(body))]
+    return {column: {row[0].split("`")[1]: row[i] for row in body} for i, column in enumerate(header) if i}
+
+
+def matrix_column() -> str:
+    """This environment's column of that table: its verl release, and megatron-core 0.12.1 where installed."""
+    from importlib.metadata import version
+
+    release = os.environ.get("NPU_SHIM_TEST_VERL", "")
+    return f"{release}, megatron-core 0.12.1" if version("megatron-core").startswith("0.12.") else release

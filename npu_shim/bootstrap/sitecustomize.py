@@ -6,7 +6,7 @@ and environments' too: so 2.7 syntax, standard library only, and little code, si
 interpreter that cannot cache bytecode compiles all of it at each start (importing the npu_shim
 package here would double that). Where npu_shim serves (3.10+, npu_shim on its sys.path) this
 puts a finder first in sys.meta_path that registers npu_shim's hook when verl is first imported.
-What is rarely needed is in chain.py, run only then.
+The rest, rarely needed, is _npu_shim_chain.py's (other interpreters always need it).
 """
 
 import os
@@ -30,8 +30,7 @@ class VerlImportWatcher(object):
 
 def _start(here):
     checkout = os.path.isdir(os.path.join(here, "npu_shim"))
-    package = os.path.join(here, "npu_shim") if checkout else os.path.dirname(here)
-    site_dir = os.path.dirname(package)
+    site_dir = here if checkout else os.path.dirname(os.path.dirname(here))
     served = sys.version_info >= (3, 10) and (
         checkout or site_dir in sys.path or os.path.realpath(site_dir) in map(os.path.realpath, sys.path)
     )  # the realpaths: a venv's lib64 is its lib
@@ -40,20 +39,14 @@ def _start(here):
             __import__("npu_shim").activate("sitecustomize")  # reads the switches, reports a bad value
         else:  # npu_shim finds it there (a later sitecustomize takes this module's place in sys.modules)
             sys.meta_path.insert(0, VerlImportWatcher())
-    # chain.py: a sitecustomize this one hides (Python 2 has no PathFinder to ask), or bytecode this
-    # interpreter wrote of an installed bootstrap that pip uninstall would leave: pip removes only
-    # its own interpreter's, which compiled npu_shim/__init__ at install or when it ran.
-    cached = None if served or checkout else globals().get("__cached__")
-    owners = cached and cached.replace("bootstrap/__pycache__/sitecustomize.", "__pycache__/__init__.")
-    stray = cached and os.path.isfile(cached) and not os.path.exists(owners)
-    finders = [finder for finder in sys.meta_path if getattr(finder, "__name__", "") == "PathFinder"]
-    later = [entry for entry in sys.path if entry != here]
-    if stray or not finders or finders[0].find_spec("sitecustomize", later):
-        path = os.path.join(package, "bootstrap", "chain.py")
-        chain = {"__name__": "_npu_shim_chain"}
-        with open(path) as source:
-            exec(compile(source.read(), path, "exec"), chain)
-        chain["after_npu_shim"](cached if stray else None)
+        # Done, unless a sitecustomize this one hides comes later on sys.path (none can come before).
+        later = sys.path[sys.path.index(here) + 1 :] if here in sys.path else sys.path
+        if not sys.modules["_frozen_importlib_external"].PathFinder.find_spec("sitecustomize", later):
+            return
+    import _npu_shim_chain  # beside this file (a checkout links it too): the rare work
+
+    del sys.modules["_npu_shim_chain"]
+    _npu_shim_chain.after_npu_shim(globals(), served)
 
 
 if __name__ == "sitecustomize":  # not when npu_shim imports this file for VerlImportWatcher

@@ -27,12 +27,14 @@ from npu_shim.fixes import (
     APPLIED,
     NOT_APPLICABLE,
     Outcome,
-    apply_all,
+    apply_watching,
     batch_invariant_repatch,
     is_ours,
     lm_engine_repatch,
     shared_repatch,
     value_engine,
+    watched_modules,
+    watches,
 )
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
 from npu_shim.switches import switch
@@ -50,7 +52,7 @@ LAYOUTS = {
     "release/v0.7.1": "release/v0.7.1 branch (verl's v0.7.1 Ascend image): no value engine, "
     "LM engine repatches in _init_device_mesh (#5700) and forces use_flash_attn=True",
     "0.8.0": "0.8.0: verl's own MindSpeed value engine; _mindspeed_repatch predates #6674 (batch-invariant attention)",
-    "native": "native (>= 0.9): verl has every change npu_shim carries",
+    "native": "native (>= 0.9): verl's engine package has every engine change npu_shim carries",
     "no keyed registry": "no keyed registry (< 0.6): nothing to fix",
     "no mindspeed engine": "no MindSpeed engine: verl's MindSpeed engine module did not import",
     "unrecognised": "unrecognised: no value engine, and an LM engine npu_shim does not know",
@@ -124,28 +126,46 @@ def _layout_id(layout: VerlLayout) -> str:
     return "unrecognised"
 
 
-def _would(layout: VerlLayout) -> dict[str, tuple[str, str]]:
+def _would(layout: VerlLayout, import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
     """What each fix would do to this verl: a dry run of the fixes themselves, reverted at once.
 
     Only this diagnostic process sees verl patched, and only for the duration of the call.
     """
-    changes = ChangeSet()
-    try:
-        outcomes = apply_all(layout, changes)
-    except Exception as error:  # a verl the fixes cannot read: say so, do not crash the doctor
-        return dict.fromkeys(fix_names(), (NOT_APPLICABLE, f"the fixes failed on this verl ({_error(error)})"))
-    finally:
-        changes.revert()
-    return {o.fix: (WOULD_APPLY if o.verdict == APPLIED else o.verdict, o.reason) for o in outcomes}
+    would: dict[str, tuple[str, str]] = {}
+    for module_name in watched_modules():
+        target = layout if module_name == ENGINE_PACKAGE else sys.modules.get(module_name)
+        names = [fix.NAME for fix in npu_shim.fixes.fix_modules() if watches(fix) == module_name]
+        if target is None:
+            why = f"{module_name} did not import ({import_errors.get(module_name, 'not imported')})"
+            would.update(dict.fromkeys(names, (NOT_APPLICABLE, why)))
+            continue
+        changes = ChangeSet()
+        try:
+            outcomes = apply_watching(module_name, target, changes)
+        except Exception as error:  # a verl the fixes cannot read: say so, do not crash the doctor
+            why = f"the fixes failed on this verl ({_error(error)})"
+            would.update(dict.fromkeys(names, (NOT_APPLICABLE, why)))
+            continue
+        finally:
+            changes.revert()
+        would.update({o.fix: (WOULD_APPLY if o.verdict == APPLIED else o.verdict, o.reason) for o in outcomes})
+    return {name: would[name] for name in fix_names()}
 
 
-def _fixes(layout: VerlLayout, shim: dict[str, Any]) -> list[dict[str, Any]]:
+def _fixes(layout: VerlLayout, shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str, Any]]:
     if shim["active"]:
-        outcomes: list[Outcome] = list(sys.modules["npu_shim.hook"].outcomes)
-        return [{"fix": o.fix, "verdict": o.verdict, "reason": o.reason, "would": None} for o in outcomes]
+        outcomes = {o.fix: o for o in sys.modules["npu_shim.hook"].outcomes}
+        rows = []
+        for fix in npu_shim.fixes.fix_modules():
+            outcome = outcomes.get(fix.NAME)
+            if outcome is None:  # its module did not import, so the hook never ran on it
+                why = f"{watches(fix)} did not import ({import_errors.get(watches(fix), 'not imported')})"
+                outcome = Outcome(fix.NAME, NOT_APPLICABLE, why)
+            rows.append({"fix": outcome.fix, "verdict": outcome.verdict, "reason": outcome.reason, "would": None})
+        return rows
     return [
         {"fix": name, "verdict": INACTIVE, "reason": f"{shim['reason']}; {reason}", "would": would}
-        for name, (would, reason) in _would(layout).items()
+        for name, (would, reason) in _would(layout, import_errors).items()
     ]
 
 
@@ -310,6 +330,18 @@ def _engine_device(registry: Any, device: str | None) -> str | None:
     return device
 
 
+def _import_watched() -> dict[str, str]:
+    """Import the other modules the fixes watch, as verl's workers do (the hook judges them then); their errors."""
+    errors = {}
+    for module_name in watched_modules():
+        if module_name != ENGINE_PACKAGE:
+            try:
+                importlib.import_module(module_name)
+            except Exception as error:  # e.g. a verl older than the module, or no Megatron
+                errors[module_name] = _error(error)
+    return errors
+
+
 def collect(verl_import_error: str | None = None) -> dict[str, Any]:
     """The doctor's report as a dict (the ``--json`` object); see the module docstring for its keys.
 
@@ -349,6 +381,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
             except Exception as error:
                 report["verl"]["error"] = _error(error)
         engine_package = None
+        import_errors: dict[str, str] = {}
         if verl is not None:
             report["verl"].update(
                 importable=True,
@@ -360,6 +393,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
                 engine_package = importlib.import_module(ENGINE_PACKAGE)
             except Exception as error:
                 report["verl"]["error"] = f"{ENGINE_PACKAGE} did not import: {_error(error)}"
+            import_errors = _import_watched()
         report["device"] = None if verl is None else _device()
     report["shim"] = _shim_state()
     report["torch_npu"] = _torch_npu()
@@ -383,7 +417,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         layout = read_layout(engine_package)
         layout_id = _layout_id(layout)
         report["layout"] = {"id": layout_id, "description": LAYOUTS[layout_id]}
-        report["fixes"] = _fixes(layout, report["shim"])
+        report["fixes"] = _fixes(layout, report["shim"], import_errors)
         report["mindspeed"] = _mindspeed(layout)
         report["registry"] = _registry_rows(layout.registry)
         report.update(_resolve(layout.registry))

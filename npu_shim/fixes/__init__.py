@@ -1,9 +1,11 @@
 """One module per upstream verl change that npu_shim backports, applied in this order.
 
 Each module says which verl change it mirrors, how it tells that the change is
-missing, and what it does; each ``apply`` returns an :class:`Outcome` and makes
-its edits through the shared :class:`~npu_shim.changes.ChangeSet`, so that a
-failure anywhere reverts all of them.
+missing, and what it does. ``WATCHES`` names the verl module it changes (default:
+``verl.workers.engine``, whose fixes get a :class:`~npu_shim.layout.VerlLayout`);
+the hook calls ``apply`` right after that module is imported, with the module (or
+the layout) and a :class:`~npu_shim.changes.ChangeSet` shared by the fixes of that
+module, so that a failure in any of them reverts all of their edits.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from npu_shim.changes import ChangeSet
-from npu_shim.layout import VerlLayout
+from npu_shim.layout import ENGINE_PACKAGE, VerlLayout
 
 APPLIED = "applied"
 ALREADY_APPLIED = "already applied"  # by an earlier activation in this process
@@ -43,9 +45,12 @@ def fix_modules() -> list[ModuleType]:
     from npu_shim.fixes import (
         batch_invariant_repatch,
         lm_engine_repatch,
+        megatron_checkpoint_save,
         mindspeed_line_repatch,
+        npu_causal_mask,
         shared_repatch,
         value_engine,
+        vlm_mask_on_npu,
     )
 
     return [
@@ -54,8 +59,27 @@ def fix_modules() -> list[ModuleType]:
         lm_engine_repatch,  # verl #5697/#6135: LM engine repatches before the device mesh
         batch_invariant_repatch,  # verl #6674: 0.8.0's repatch function, batch-invariant attention
         mindspeed_line_repatch,  # no upstream fix yet: 0.9.x's repatch function, per MindSpeed line
+        npu_causal_mask,  # verl #7055: 0.8.0's NPU causal mask without a float32 S x S
+        vlm_mask_on_npu,  # verl #7372: 0.8.0's and 0.9.0's VLM mask, not None on an NPU
+        megatron_checkpoint_save,  # verl #6322, for any torch >= 2.8: megatron-core 0.12.1's checkpoint save
     ]
 
 
+def watches(fix: ModuleType) -> str:
+    """The verl module ``fix`` changes, after whose import the hook applies it."""
+    return getattr(fix, "WATCHES", ENGINE_PACKAGE)
+
+
+def watched_modules() -> list[str]:
+    """Every module some fix watches, once each, in the order of the fixes."""
+    return list(dict.fromkeys(watches(fix) for fix in fix_modules()))
+
+
+def apply_watching(module_name: str, target: Any, changes: ChangeSet) -> list[Outcome]:
+    """Apply the fixes that watch ``module_name`` to ``target`` (that module, or a layout of the engine package)."""
+    return [fix.apply(target, changes) for fix in fix_modules() if watches(fix) == module_name]
+
+
 def apply_all(layout: VerlLayout, changes: ChangeSet) -> list[Outcome]:
-    return [fix.apply(layout, changes) for fix in fix_modules()]
+    """The fixes of ``verl.workers.engine``."""
+    return apply_watching(ENGINE_PACKAGE, layout, changes)

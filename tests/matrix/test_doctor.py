@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_in_session
+from helpers import fixes_by_release, matrix_column, run_in_session
 
 from npu_shim.testing import simulated_npu_env  # a module of npu_shim: the shim stays inactive here
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_KEY = ("value_model", "megatron", "npu")
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
-FIXES = ["shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch", "mindspeed_line_repatch"]
 
 
 def _verl_release() -> str:
@@ -42,14 +41,10 @@ VERL_TUPLE = tuple(int(part) for part in VERL.split(".")[:2] if part.isdigit())
 AFFECTED = (0, 6) <= VERL_TUPLE < (0, 8)  # released without the MindSpeed value engine
 NATIVE = VERL_TUPLE >= (0, 8)  # verl #6135 is in
 LACKS_6674 = VERL_TUPLE == (0, 8)  # ... but not #6674, which the shim carries to 0.8.0
-# What the shim does per fix: on 0.6/0.7 its own _mindspeed_repatch has #6674 already.
-SHIM_WORK = (
-    {**dict.fromkeys(FIXES, "applied"), "batch_invariant_repatch": "not applicable"}
-    if AFFECTED
-    else {**dict.fromkeys(FIXES, "native"), **({"batch_invariant_repatch": "applied"} if LACKS_6674 else {})}
-)
-# verl 0.9.x's own _mindspeed_repatch is mended per MindSpeed line; elsewhere the shim's own function is in place
-SHIM_WORK["mindspeed_line_repatch"] = "applied" if VERL_TUPLE >= (0, 9) else "not applicable"
+# What the shim does per fix, as README.md's table says (on 0.6/0.7 its own _mindspeed_repatch has #6674 already,
+# and 0.9.x's own is mended per MindSpeed line).
+SHIM_WORK = fixes_by_release()[matrix_column()]
+FIXES = list(SHIM_WORK)
 LAYOUT = "0.6/0.7" if AFFECTED else "0.8.0" if LACKS_6674 else "native"
 
 if not (AFFECTED or NATIVE):

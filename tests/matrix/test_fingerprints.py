@@ -1,6 +1,6 @@
 """The fixes' tables of known verl functions, against this release's own file.
 
-Each supported Python compiles the installed ``transformer_impl.py`` (nothing of verl
+Each supported Python compiles the installed file (``transformer_impl.py``, ``util.py``: nothing of verl
 runs) through ``scripts/fingerprints.py``. For each table, this release's function must be
 known exactly when the table names this release, and unknown otherwise; a release without
 the function must be named by no table of it.
@@ -23,6 +23,9 @@ from npu_shim.fingerprint import KnownCode
 from npu_shim.fixes.batch_invariant_repatch import VERL_0_8_0
 from npu_shim.fixes.lm_engine_repatch import KNOWN_INITS
 from npu_shim.fixes.mindspeed_line_repatch import VERL_0_9
+from npu_shim.fixes.npu_causal_mask import VERL_0_8_0 as MASK_0_8_0
+from npu_shim.fixes.npu_causal_mask import WITH_7055
+from npu_shim.fixes.vlm_mask_on_npu import WITH_7372, WITHOUT_7372
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
@@ -37,9 +40,13 @@ def interpreter(version: tuple[int, int]) -> str:
     return str(found[-1])
 
 
-def source_file() -> Path:
+ENGINE_FILE = "workers/engine/mindspeed/transformer_impl.py"
+UTIL_FILE = "models/mcore/util.py"
+
+
+def source_file(member: str) -> Path:
     spec = importlib.util.find_spec("verl")
-    return Path(next(iter(spec.submodule_search_locations))) / "workers/engine/mindspeed/transformer_impl.py"
+    return Path(next(iter(spec.submodule_search_locations))) / member
 
 
 def defined(path: Path, qualname: str) -> bool:
@@ -52,12 +59,16 @@ def defined(path: Path, qualname: str) -> bool:
     return True
 
 
-TABLES: dict[str, tuple[str, KnownCode]] = {
-    "KNOWN_INITS": ("MindspeedEngineWithLMHead.__init__", KNOWN_INITS),
-    "VERL_0_8_0": ("_mindspeed_repatch", VERL_0_8_0),
-    "VERL_0_9": ("_mindspeed_repatch", VERL_0_9),
+TABLES: dict[str, tuple[str, str, KnownCode]] = {
+    "KNOWN_INITS": (ENGINE_FILE, "MindspeedEngineWithLMHead.__init__", KNOWN_INITS),
+    "VERL_0_8_0": (ENGINE_FILE, "_mindspeed_repatch", VERL_0_8_0),
+    "VERL_0_9": (ENGINE_FILE, "_mindspeed_repatch", VERL_0_9),
+    "npu_causal_mask.VERL_0_8_0": (UTIL_FILE, "_build_npu_attn_mask", MASK_0_8_0),
+    "npu_causal_mask.WITH_7055": (UTIL_FILE, "_build_npu_attn_mask", WITH_7055),
+    "vlm_mask_on_npu.WITHOUT_7372": (UTIL_FILE, "build_vlm_attn_mask_thd", WITHOUT_7372),
+    "vlm_mask_on_npu.WITH_7372": (UTIL_FILE, "build_vlm_attn_mask_thd", WITH_7372),
 }
-VERSIONS = sorted({version for _, table in TABLES.values() for version in table})
+VERSIONS = sorted({version for _, _, table in TABLES.values() for version in table})
 
 
 def names(releases: str) -> list[str]:
@@ -67,10 +78,10 @@ def names(releases: str) -> list[str]:
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"py{v[0]}.{v[1]}")
 @pytest.mark.parametrize("table_name", list(TABLES))
 def test_a_table_knows_this_releases_function_exactly_when_it_names_this_release(table_name, version):
-    function, table = TABLES[table_name]
+    member, function, table = TABLES[table_name]
     named = any(VERL in names(releases) for releases in table.get(version, {}).values())
-    path = source_file()
-    if not defined(path, function):
+    path = source_file(member)
+    if not path.is_file() or not defined(path, function):
         assert not named, f"{table_name} names verl {VERL}, which has no {function}"
         return
     script = [str(ROOT / "scripts" / "fingerprints.py"), str(path), "--function", function, "--json"]

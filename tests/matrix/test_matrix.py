@@ -150,7 +150,7 @@ def test_context_parallel_size_reaches_repatch(reports, mode):
 @pytest.mark.parametrize("mode", SHIM_MODES)
 def test_fixes_apply_on_affected_releases_and_stand_aside_on_native_ones(reports, mode):
     report = reports[mode]
-    verdicts = {o["fix"]: o["verdict"] for o in report["outcomes"]}
+    verdicts = {o["fix"]: o["verdict"] for o in report["outcomes"] if o["fix"] in VERDICTS[VERL]}  # the engine's
     assert verdicts == VERDICTS[VERL]
     if AFFECTED:
         assert report["language_model"]["own_init_device_mesh"] == (

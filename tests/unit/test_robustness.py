@@ -123,7 +123,7 @@ def test_any_number_of_activations_inject_once(synthetic, run_with):
     import verl.workers.engine as engine
     import npu_shim.hook as hook
     hook.register()
-    hook.on_engine_imported(engine)  # a second application finds its own work done
+    hook.on_module_imported(engine)  # a second application finds its own work done
     importlib.reload(npu_shim)
     print(__import__("json").dumps({
         "slots": sorted(engine.EngineRegistry._engines["value_model"]["megatron"]),

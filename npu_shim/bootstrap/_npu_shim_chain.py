@@ -10,8 +10,8 @@ bytecode of an installed shim's bootstrap, and ``pip uninstall npu-shim`` remove
 interpreter's: a directory left behind would make ``import npu_shim`` succeed as an empty
 namespace package. This removes such bytecode.
 
-npu_shim's sitecustomize runs this with ``exec`` (importing it would write bytecode too), and
-only when one of the two is needed.
+npu_shim's sitecustomize imports this (a checkout links it beside its sitecustomize.py) where
+it does not serve, or where a later sitecustomize exists, and takes it out of sys.modules again.
 """
 
 import os
@@ -87,12 +87,28 @@ def run_next_sitecustomize():
             return
 
 
-def after_npu_shim(stray_bytecode=None):
-    """Remove ``stray_bytecode`` (and its directory, if that empties), then run the sitecustomize ours hides."""
-    if stray_bytecode:
-        for remove, path in ((os.remove, stray_bytecode), (os.rmdir, os.path.dirname(stray_bytecode))):
-            try:
-                remove(path)
-            except OSError:  # not written (read-only, PYTHONDONTWRITEBYTECODE), or the directory is not empty
-                break
+def _forget_stray_bytecode(paths, package):
+    """Remove bytecode of an installed npu_shim this interpreter wrote, unless pip uninstall removes it.
+
+    pip removes the bytecode of its own interpreter (the one npu_shim is installed for), which has
+    compiled npu_shim/__init__ too, at install or when it ran. Python 2 writes ``.pyc`` beside the
+    source, which pip removes with it.
+    """
+    tag = getattr(getattr(sys, "implementation", None), "cache_tag", None)
+    if not tag or os.path.exists(os.path.join(package, "__pycache__", "__init__.%s.pyc" % tag)):
+        return
+    for path in paths:
+        if path:
+            for remove, target in ((os.remove, path), (os.rmdir, os.path.dirname(path))):
+                try:
+                    remove(target)
+                except OSError:  # not written (read-only, PYTHONDONTWRITEBYTECODE), or not empty yet
+                    break
+
+
+def after_npu_shim(bootstrap, served):
+    """What npu_shim's sitecustomize (``bootstrap``: its globals) leaves to this module."""
+    here = os.path.dirname(os.path.abspath(bootstrap["__file__"]))
+    if not served and not os.path.isdir(os.path.join(here, "npu_shim")):  # an installed shim, not ours to serve
+        _forget_stray_bytecode([globals().get("__cached__"), bootstrap.get("__cached__")], os.path.dirname(here))
     run_next_sitecustomize()

@@ -1,0 +1,1 @@
+npu_shim/bootstrap/_npu_shim_chain.py

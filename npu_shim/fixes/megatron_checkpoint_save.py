@@ -1,0 +1,78 @@
+"""Carry of verl #6322, for every torch from 2.8: megatron-core 0.12.1's distributed checkpoint save.
+
+Mirrors: ``apply_patch_megatron_v012_with_torch_v28`` (verl 0.7.1; ``..._v28_v29`` after #6322,
+0.8.0 on) in ``verl/models/mcore/patch.py``, which ``import verl.models.mcore`` runs: torch 2.8 made
+``serialization_format`` a required argument of ``torch.distributed.checkpoint.filesystem._write_item``,
+and megatron-core 0.12.1 (the Megatron of MindSpeed ``2.3.0_core_r0.12.1``, verl's v0.7.1 and generic
+Ascend images) calls it without. verl's patch takes effect on torch 2.8.0 only (0.7.1) or on 2.8.0
+and 2.9.0 (#6322, 0.8.0 and later): on any later torch every checkpoint save fails with
+``_write_item() missing 1 required positional argument: 'serialization_format'``.
+Missing when: megatron's ``filesystem_async`` module calls torch's own ``_write_item``, that one
+requires ``serialization_format``, and ``FileSystemWriterAsync.write_preloaded_data`` is still
+megatron's and never names it (0.12.x; from 0.13 megatron passes it itself).
+Does: rebinds ``_write_item`` in that module to :func:`_write_item_as_torch_saves`, which passes
+``SerializationFormat.TORCH_SAVE`` (torch's own default format, and what megatron 0.13 passes)
+when the caller gives none. It is the one name megatron 0.12.1's writers call it by.
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import CodeType, ModuleType
+from typing import Any
+
+from npu_shim.changes import ChangeSet
+from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
+
+NAME = "megatron_checkpoint_save"
+WATCHES = "megatron.core.dist_checkpointing.strategies.filesystem_async"
+WRITER = "FileSystemWriterAsync"
+FORMAT = "serialization_format"
+
+
+def _requires_format(write_item: Any) -> bool:
+    try:
+        parameter = inspect.signature(write_item).parameters.get(FORMAT)
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def _names(code: CodeType, name: str) -> bool:
+    """Whether ``code`` (or code nested in it) uses ``name``: as a variable, an attribute, a keyword or a string."""
+    if name in code.co_names or name in code.co_varnames:
+        return True
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType) and _names(constant, name):
+            return True
+        if constant == name or (isinstance(constant, tuple) and name in constant):  # a key; keyword names
+            return True
+    return False
+
+
+def apply(module: ModuleType, changes: ChangeSet) -> Outcome:
+    current = getattr(module, "_write_item", None)
+    if is_ours(current):
+        return Outcome(NAME, ALREADY_APPLIED, "_write_item is npu_shim's, bound earlier in this process")
+    writer = getattr(getattr(module, WRITER, None), "write_preloaded_data", None)
+    code = getattr(inspect.unwrap(writer), "__code__", None) if writer is not None else None  # under _disable_gc
+    if current is None or code is None:
+        return Outcome(NAME, NOT_APPLICABLE, f"{WATCHES} is not megatron-core 0.12's (no _write_item, no {WRITER})")
+    if not _requires_format(current):
+        return Outcome(NAME, NOT_APPLICABLE, f"this torch's _write_item takes no required {FORMAT} (torch < 2.8)")
+    if str(getattr(writer, "__module__", "")).startswith("verl."):
+        return Outcome(NAME, NATIVE, f"verl's own patch replaced {WRITER}.write_preloaded_data for this torch")
+    if _names(code, FORMAT):
+        return Outcome(NAME, NOT_APPLICABLE, f"megatron-core passes {FORMAT} itself (0.13 and later)")
+    from torch.distributed.checkpoint.filesystem import SerializationFormat
+
+    torch_write_item = current
+
+    def _write_item_as_torch_saves(*args: Any, **kwargs: Any) -> Any:
+        if len(args) < 6:  # (transforms, stream, data, write_item, storage_key): megatron 0.12.1's call
+            kwargs.setdefault(FORMAT, SerializationFormat.TORCH_SAVE)
+        return torch_write_item(*args, **kwargs)
+
+    mark_as_ours(_write_item_as_torch_saves)
+    changes.setattr(module, "_write_item", _write_item_as_torch_saves)
+    return Outcome(NAME, APPLIED, f"{WATCHES}._write_item now passes {FORMAT}=TORCH_SAVE, as megatron 0.13 does")

@@ -1,0 +1,187 @@
+"""Later upstream fixes outside the engine package, on this release's own code (simulated NPU).
+
+Each child imports the module a fix watches, with the shim (the checkout on PYTHONPATH) or
+without, and calls the release's function as verl's caller would:
+
+- verl #7055 (``npu_causal_mask``): the peak memory ``_build_npu_attn_mask`` adds at a long
+  sequence (Linux's VmHWM, reset before the call), and a digest of the mask it returns;
+- verl #7372 (``vlm_mask_on_npu``): the mask ``build_vlm_attn_mask_thd`` returns for a jagged
+  batch, as ``model_forward`` calls it, on the simulated NPU (and, without the shim, on the
+  release's own non-NPU path, the reference);
+- verl #6322 (``megatron_checkpoint_save``): a distributed checkpoint saved and loaded back with
+  megatron-core's own ``dist_checkpointing`` (one gloo rank), after ``import verl``, on the CPU:
+  the failure is not the NPU's, and the simulated NPU's privateuse1 backend has no hooks for
+  torch's serialization.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from importlib.metadata import version
+
+import pytest
+from helpers import ROOT, clean_env, fixes_by_release, matrix_column, run_in_session, run_python
+
+from npu_shim.testing import simulated_npu_env
+
+VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
+SEQ_LEN = 8192  # S: 0.8.0's transient is 8 * S^2 bytes, 512 MiB here
+VERDICTS = fixes_by_release()[matrix_column()]  # README.md's table: what the doctor prints here
+HAS_MASK_FUNCTIONS = VERL not in ("0.6.1", "0.7.1")
+MEGATRON_0_12 = version("megatron-core").startswith("0.12.")
+MODULE_FIXES = ("npu_causal_mask", "vlm_mask_on_npu")  # the fixes VLM_MASK's imports reach
+
+CAUSAL_MASK = f"""
+import hashlib, json, torch
+from verl.models.mcore import util
+
+def status(key):
+    return int(next(line for line in open("/proc/self/status") if line.startswith(key)).split()[1]) * 1024
+
+padding = torch.ones(1, {SEQ_LEN}, dtype=torch.bool)
+padding[0, -100:] = False
+open("/proc/self/clear_refs", "w").write("5")  # the peak resident size starts again from here
+resident = status("VmRSS")
+mask = util._build_npu_attn_mask(padding)
+print(json.dumps({{"peak_bytes": status("VmHWM") - resident, "shape": list(mask.shape), "dtype": str(mask.dtype),
+                   "digest": hashlib.sha1(mask.numpy().tobytes()).hexdigest()}}))
+"""
+
+VLM_MASK = """
+import json, sys, torch
+from verl.models.mcore import model_forward, util
+
+ids = torch.nested.nested_tensor([torch.arange(1, 6), torch.arange(1, 4), torch.arange(1, 8)], layout=torch.jagged)
+def call():
+    if not hasattr(model_forward, "build_vlm_attn_mask_thd"):  # verl 0.6/0.7
+        return None
+    padded, mask = model_forward.build_vlm_attn_mask_thd(ids, 0)
+    return {"padded": padded.tolist(), "mask": None if mask is None else mask.tolist()}
+report = {"npu": getattr(util, "is_npu_available", None), "on_npu": call()}
+util.is_npu_available = False  # the release's own path elsewhere, where upstream's fix changes nothing
+report["elsewhere"] = call()
+hook = sys.modules.get("npu_shim.hook")
+report["outcomes"] = {o.fix: o.verdict for o in (hook.outcomes if hook else [])}
+print(json.dumps(report))
+"""
+
+SAVE = """
+import json, os, sys, torch, torch.distributed as dist
+import verl  # the shim's hooks are registered where verl is imported, as in verl's workers
+
+# A CPU-only harness: megatron-core synchronizes the accelerator before it writes; there is none here.
+torch.cuda.synchronize = lambda *args, **kwargs: None
+torch.cuda.current_device = lambda: "cpu"
+directory = DIRECTORY
+dist.init_process_group("gloo", init_method="file://" + os.path.join(directory, "store"), rank=0, world_size=1)
+from megatron.core import dist_checkpointing
+from megatron.core.dist_checkpointing import ShardedTensor
+
+weights = torch.arange(16.0).reshape(4, 4)
+report = {}
+os.makedirs(directory + "/ckpt")
+try:
+    dist_checkpointing.save({"w": ShardedTensor.from_rank_offsets("w", weights, replica_id=0)}, directory + "/ckpt")
+    empty = {"w": ShardedTensor.from_rank_offsets("w", torch.zeros(4, 4), replica_id=0)}
+    report["loaded_back"] = torch.equal(dist_checkpointing.load(empty, directory + "/ckpt")["w"], weights)
+except Exception as error:
+    report["error"] = f"{type(error).__name__}: {error}"
+hook = sys.modules.get("npu_shim.hook")
+report["outcomes"] = {o.fix: o.verdict for o in (hook.outcomes if hook else [])}
+dist.destroy_process_group()
+print(json.dumps(report))
+"""
+
+
+def child(code: str, shim: bool, tmp_path, npu: bool = True) -> dict:
+    env = clean_env([ROOT] if shim else [])
+    env = simulated_npu_env(env) if npu else env
+    return run_python(code.replace("DIRECTORY", repr(str(tmp_path))), env, cwd=tmp_path).report
+
+
+@pytest.fixture(scope="module")
+def vlm(tmp_path_factory) -> dict[str, dict]:
+    tmp = tmp_path_factory.mktemp("vlm")
+    return {mode: child(VLM_MASK, mode == "shim", tmp) for mode in ("shim", "none")}
+
+
+def test_each_fix_is_applied_exactly_where_the_release_lacks_it(vlm):
+    assert vlm["shim"]["npu"] is (True if HAS_MASK_FUNCTIONS else None)
+    outcomes = vlm["shim"]["outcomes"]
+    assert {fix: outcomes[fix] for fix in MODULE_FIXES} == {fix: VERDICTS[fix] for fix in MODULE_FIXES}
+    assert vlm["none"]["outcomes"] == {}
+
+
+@pytest.mark.skipif(not HAS_MASK_FUNCTIONS, reason="verl 0.6/0.7 have no VLM THD mask")
+def test_the_vlm_mask_on_an_npu_is_the_one_built_everywhere_else(vlm):
+    shim, none = vlm["shim"], vlm["none"]
+    lacks_7372 = VERDICTS["vlm_mask_on_npu"] == "applied"
+    assert none["on_npu"]["mask"] is None if lacks_7372 else none["on_npu"] == none["elsewhere"]
+    assert none["elsewhere"]["mask"] == [[True] * 5 + [False] * 2, [True] * 3 + [False] * 4, [True] * 7]
+    assert shim["on_npu"] == none["elsewhere"]  # padded ids and mask, as off an NPU
+    assert shim["elsewhere"] == none["elsewhere"]  # and nothing changes off an NPU
+
+
+@pytest.mark.skipif(not HAS_MASK_FUNCTIONS, reason="verl 0.6/0.7 have no NPU causal mask")
+def test_the_npu_causal_mask_costs_no_float32_s_by_s(tmp_path):
+    shim, none = child(CAUSAL_MASK, True, tmp_path), child(CAUSAL_MASK, False, tmp_path)
+    assert shim["shape"] == none["shape"] == [1, 1, SEQ_LEN, SEQ_LEN]
+    assert shim["dtype"] == none["dtype"] == "torch.bool"
+    assert shim["digest"] == none["digest"]  # the same mask, bit for bit
+    per_s2 = {mode: report["peak_bytes"] / SEQ_LEN**2 for mode, report in (("shim", shim), ("none", none))}
+    # bool S x S tensors: a few bytes per S^2; 0.8.0's float32 ones and tril, alive together: 8
+    assert per_s2["shim"] < 4.5, per_s2
+    assert (per_s2["none"] > 7) is (VERDICTS["npu_causal_mask"] == "applied"), per_s2
+
+
+@pytest.mark.parametrize("shim", [True, False], ids=["shim", "none"])
+def test_a_distributed_checkpoint_saves_and_loads_back(tmp_path, shim):
+    report = child(SAVE, shim, tmp_path, npu=False)
+    if shim:
+        assert report["outcomes"]["megatron_checkpoint_save"] == VERDICTS["megatron_checkpoint_save"]
+        assert report == {"loaded_back": True, "outcomes": report["outcomes"]}
+    elif MEGATRON_0_12:  # what the release does on a torch its own patch does not cover
+        assert "_write_item() missing 1 required positional argument: 'serialization_format'" in report["error"]
+    else:
+        assert report["loaded_back"] is True
+
+
+def test_the_doctor_prints_the_readme_table(tmp_path):
+    """Every fix, in the order the hook applies them, with the verdict README.md's table gives this environment."""
+    env = simulated_npu_env(clean_env([ROOT]))
+    run = run_in_session([sys.executable, "-m", "npu_shim", "doctor", "--json"], env, tmp_path, 300)
+    report = json.loads(run.stdout)
+    assert {fix["fix"]: fix["verdict"] for fix in report["fixes"]} == VERDICTS
+    assert [fix["fix"] for fix in report["fixes"]] == list(VERDICTS)
+
+
+ORDERED = """
+import importlib, json, sys
+for name in ORDER:
+    if name == "npu_shim":
+        sys.path.insert(0, ROOT)
+    importlib.import_module(name)
+hook = sys.modules["npu_shim.hook"]
+print(json.dumps({o.fix: o.verdict for o in hook.outcomes}))
+"""
+ENGINE = "verl.workers.engine"
+MODEL_FORWARD = "verl.models.mcore.model_forward"
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ["npu_shim", MODEL_FORWARD, ENGINE],  # the watched modules before the engine package
+        ["npu_shim", ENGINE, MODEL_FORWARD],
+        [MODEL_FORWARD, ENGINE, "npu_shim"],  # the shim last: its hooks fire at once
+    ],
+    ids=["modules-first", "engine-first", "shim-last"],
+)
+def test_each_fix_applies_whatever_the_order_of_imports(tmp_path, order):
+    code = ORDERED.replace("ORDER", repr(order)).replace("ROOT", repr(str(ROOT)))
+    outcomes = child(code, False, tmp_path)  # activated by `import npu_shim` where the order puts it
+    outcomes.pop("megatron_checkpoint_save", None)  # megatron's checkpoint writer: imported by a save
+    assert outcomes == {fix: verdict for fix, verdict in VERDICTS.items() if fix != "megatron_checkpoint_save"}
+
