@@ -185,3 +185,34 @@ def test_each_fix_applies_whatever_the_order_of_imports(tmp_path, order):
     outcomes.pop("megatron_checkpoint_save", None)  # megatron's checkpoint writer: imported by a save
     assert outcomes == {fix: verdict for fix, verdict in VERDICTS.items() if fix != "megatron_checkpoint_save"}
 
+
+FAULT = """
+import json, sys
+sys.path.insert(0, ROOT)
+import npu_shim
+import npu_shim.fixes.vlm_mask_on_npu as target
+
+def broken(module, changes):  # a partial edit, then a fault
+    changes.setattr(sys.modules["verl.models.mcore.util"], "build_vlm_attn_mask_thd", None)
+    raise RuntimeError("injected fault in vlm_mask_on_npu")
+
+target.apply = broken
+import verl.workers.engine
+from verl.models.mcore import model_forward, util
+print(json.dumps({"util_function": util.build_vlm_attn_mask_thd.__module__,
+                  "outcomes": {o.fix: o.verdict for o in sys.modules["npu_shim.hook"].outcomes}}))
+"""
+
+
+@pytest.mark.skipif(not HAS_MASK_FUNCTIONS, reason="verl 0.6/0.7 have no VLM THD mask")
+def test_a_fault_in_one_modules_fixes_leaves_that_module_as_shipped_and_the_others_fixed(tmp_path):
+    env = simulated_npu_env(clean_env())
+    run = run_python(FAULT.replace("ROOT", repr(str(ROOT))), env, cwd=tmp_path)
+    report = run.report
+    assert report["util_function"] == "verl.models.mcore.util"  # the partial edit was undone
+    assert "vlm_mask_on_npu" not in report["outcomes"]
+    engine_fixes = ("shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch")
+    assert {fix: report["outcomes"][fix] for fix in engine_fixes} == {fix: VERDICTS[fix] for fix in engine_fixes}
+    assert report["outcomes"]["npu_causal_mask"] == VERDICTS["npu_causal_mask"]  # another module's fix
+    assert run.stderr.count("npu_shim failed while patching verl.models.mcore.model_forward") == 1
+    assert "Traceback" not in run.stderr
