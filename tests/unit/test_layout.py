@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
@@ -28,3 +29,13 @@ def test_a_key_of_the_device_or_of_the_device_and_a_vendor_is_registered(key):
 def test_another_device_is_not(key):
     assert layout_over({key: Engine}).registered("value_model", "megatron", "npu") is None
     assert layout_over({}).registered("critic", "megatron", "npu") is None
+
+
+def test_every_place_that_names_the_switches_names_the_same_ones():
+    """The start-up file and npu_shim's __init__ spell the switch names out: neither may import npu_shim.switches."""
+    import re
+
+    from npu_shim import _SWITCHES, switches
+
+    bootstrap = (Path(switches.__file__).parent / "bootstrap" / "sitecustomize.py").read_text(encoding="utf-8")
+    assert set(re.findall(r'"(NPU_SHIM_[A-Z_]+)" in os\.environ', bootstrap)) == set(switches.SWITCHES) == _SWITCHES
