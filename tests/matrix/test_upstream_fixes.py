@@ -50,8 +50,13 @@ print(json.dumps({{"peak_bytes": status("VmHWM") - resident, "shape": list(mask.
 """
 
 VLM_MASK = """
-import json, sys, torch
+import json, sys, tempfile, torch, torch.distributed as dist
+from megatron.core import parallel_state
 from verl.models.mcore import model_forward, util
+
+# One gloo rank with Megatron's parallel state (TP = CP = 1), as verl's caller runs: 0.9.1's function reads it.
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(dir=DIRECTORY), rank=0, world_size=1)
+parallel_state.initialize_model_parallel()
 
 ids = torch.nested.nested_tensor([torch.arange(1, 6), torch.arange(1, 4), torch.arange(1, 8)], layout=torch.jagged)
 def call():
@@ -64,6 +69,8 @@ util.is_npu_available = False  # the release's own path elsewhere, where upstrea
 report["elsewhere"] = call()
 hook = sys.modules.get("npu_shim.hook")
 report["outcomes"] = {o.fix: o.verdict for o in (hook.outcomes if hook else [])}
+parallel_state.destroy_model_parallel()
+dist.destroy_process_group()
 print(json.dumps(report))
 """
 
