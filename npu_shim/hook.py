@@ -27,6 +27,7 @@ _lock = threading.Lock()
 _registered = False
 outcomes: list[Outcome] = []  # the last one of each fix whose module was imported, in fix order (for the doctor)
 failure: BaseException | None = None
+failed_module: str | None = None  # the module whose fixes failed (and were reverted), with ``failure``
 
 
 def register() -> None:
@@ -40,7 +41,7 @@ def register() -> None:
 
 
 def on_module_imported(module: ModuleType) -> None:
-    global failure
+    global failure, failed_module
     name = module.__name__
     with _lock:  # one application even when several threads race to import verl
         changes = ChangeSet()
@@ -48,7 +49,7 @@ def on_module_imported(module: ModuleType) -> None:
             results = apply_watching(name, read_layout(module) if name == ENGINE_PACKAGE else module, changes)
         except Exception as error:
             changes.revert()
-            failure = error
+            failure, failed_module = error, name
             if switch("NPU_SHIM_STRICT"):
                 raise
             warn_once(

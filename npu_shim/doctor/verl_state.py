@@ -96,7 +96,8 @@ def _shim_state() -> dict[str, Any]:
     elif hook is None:
         state["reason"] = "the shim's import hook did not load (is wrapt installed?); verl runs unpatched"
     elif failure is not None:
-        state["reason"] = f"the shim failed while patching and left verl unchanged ({state['failure']})"
+        module = getattr(hook, "failed_module", None) or "verl"
+        state["reason"] = f"the shim failed while patching {module} and left it as it shipped ({state['failure']})"
     elif not hook.outcomes:
         state["reason"] = f"the shim's hook has not run on {ENGINE_PACKAGE}"
     else:
