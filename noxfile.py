@@ -24,7 +24,7 @@ ENVS = ROOT / ".cache" / "envs"
 TORCH = "torch==2.13.0"
 MEGATRON = "megatron-core==0.16.1"
 MEGATRON_0_12 = "megatron-core==0.12.1"  # what MindSpeed 2.3.0_core_r0.12.1 patches
-TEST_TOOLS = ["pytest==9.2.0", "wrapt==2.5.2"]
+TEST_TOOLS = ["pytest==9.2.0", "pytest-xdist==3.8.0", "wrapt==2.5.2"]
 # An offline `pip install --no-build-isolation .` builds with the environment's own setuptools: a
 # Python 3.11 venv's 65.5 (the unit environment keeps it) needs the wheel package to build a wheel.
 UNIT_TOOLS = [*TEST_TOOLS, "wheel==0.45.1"]
@@ -60,6 +60,11 @@ DEMO_VERL = "0.7.1"
 # verl's own workers in Ray actors (tests/e2e, 1-3.5 min a release): where the error is met, and 0.8.0
 E2E_VERL = ("0.6.1", "0.7.1", "0.8.0")
 
+# A matrix test mostly waits on child interpreters, one core at a time: two workers (CI's machines
+# have two cores) take a release's files in turn. A file stays on one worker, so its module-scoped
+# fixtures (a distributed run, a Ray cluster) are still built once.
+PARALLEL = ["--numprocesses=2", "--dist=loadfile"]
+
 nox.options.sessions = ["lint", "unit", "matrix"]
 nox.options.error_on_missing_interpreters = True
 
@@ -78,10 +83,29 @@ def cached_env(session: nox.Session, name: str, requirements: list[str]) -> Path
     session.log(f"building {env.name}: {' '.join(requirements)}")
     session.run(sys.executable, "-m", "venv", str(env), external=True)
     # -qq: this machine kind's pip configuration names index folders that may be absent, and pip
-    # warns about each of them for every package it resolves.
-    session.run(str(python), "-m", "pip", "install", "-qq", "--disable-pip-version-check", *requirements, external=True)
+    # warns about each of them for every package it resolves. --no-compile: compiling all of an
+    # environment's 30,000 modules takes pip 75 s and 345 MB; the tests import a fraction of them,
+    # and Python writes those modules' bytecode on first import.
+    install = ["-m", "pip", "install", "-qq", "--disable-pip-version-check", "--no-compile"]
+    session.run(str(python), *install, *requirements, external=True)
+    share_identical_files(session)
     ready.touch()
     return python
+
+
+def share_identical_files(session: nox.Session) -> None:
+    """Hard-link the files that are byte for byte the same in several cached environments.
+
+    Every verl environment holds torch, Ray, pyarrow and transformers: 1.9 GB each, 14 GB for the
+    matrix, more than a CI machine's disk may have free. Linked, the matrix takes about 5 GB. Links
+    are safe here because pip and Python replace files (write elsewhere, then rename) and never
+    write into one in place.
+    """
+    hardlink = shutil.which("hardlink")  # util-linux
+    if hardlink is None:
+        session.warn("hardlink (util-linux) is not installed: each environment keeps its own copy of every file")
+        return
+    session.run(hardlink, "--ignore-time", "--quiet", str(ENVS), external=True)
 
 
 def verl_env(session: nox.Session, verl: str) -> Path:
@@ -120,6 +144,7 @@ def matrix(session: nox.Session, verl: str) -> None:
         "-m",
         "pytest",
         *paths,
+        *PARALLEL,
         *session.posargs,
         env={"NPU_SHIM_TEST_VERL": release, "NPU_SHIM_SIM_MINDSPEED": MINDSPEED_LINE[variant]},
         external=True,
