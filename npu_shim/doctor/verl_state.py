@@ -127,6 +127,11 @@ def _layout_id(layout: VerlLayout) -> str:
     return "unrecognised"
 
 
+def _not_imported(module_name: str, import_errors: dict[str, str]) -> str:
+    """Why the fixes watching ``module_name`` did nothing: it did not import (and the error, if it raised)."""
+    return f"{module_name} did not import ({import_errors.get(module_name, 'not imported')})"
+
+
 def _would(layout: VerlLayout, import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
     """What each fix would do to this verl: a dry run of the fixes themselves, reverted at once.
 
@@ -137,8 +142,7 @@ def _would(layout: VerlLayout, import_errors: dict[str, str]) -> dict[str, tuple
         target = layout if module_name == ENGINE_PACKAGE else sys.modules.get(module_name)
         names = [fix.NAME for fix in npu_shim.fixes.fix_modules() if watches(fix) == module_name]
         if target is None:
-            why = f"{module_name} did not import ({import_errors.get(module_name, 'not imported')})"
-            would.update(dict.fromkeys(names, (NOT_APPLICABLE, why)))
+            would.update(dict.fromkeys(names, (NOT_APPLICABLE, _not_imported(module_name, import_errors))))
             continue
         changes = ChangeSet()
         try:
@@ -160,8 +164,7 @@ def _fixes(layout: VerlLayout, shim: dict[str, Any], import_errors: dict[str, st
         for fix in npu_shim.fixes.fix_modules():
             outcome = outcomes.get(fix.NAME)
             if outcome is None:  # its module did not import, so the hook never ran on it
-                why = f"{watches(fix)} did not import ({import_errors.get(watches(fix), 'not imported')})"
-                outcome = Outcome(fix.NAME, NOT_APPLICABLE, why)
+                outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))
             rows.append({"fix": outcome.fix, "verdict": outcome.verdict, "reason": outcome.reason, "would": None})
         return rows
     return [

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from npu_shim.changes import ChangeSet
-from npu_shim.layout import ENGINE_PACKAGE, VerlLayout
+from npu_shim.layout import ENGINE_PACKAGE
 
 APPLIED = "applied"
 ALREADY_APPLIED = "already applied"  # by an earlier activation in this process
@@ -78,8 +78,3 @@ def watched_modules() -> list[str]:
 def apply_watching(module_name: str, target: Any, changes: ChangeSet) -> list[Outcome]:
     """Apply the fixes that watch ``module_name`` to ``target`` (that module, or a layout of the engine package)."""
     return [fix.apply(target, changes) for fix in fix_modules() if watches(fix) == module_name]
-
-
-def apply_all(layout: VerlLayout, changes: ChangeSet) -> list[Outcome]:
-    """The fixes of ``verl.workers.engine``."""
-    return apply_watching(ENGINE_PACKAGE, layout, changes)
