@@ -35,16 +35,22 @@ UNIT_TOOLS = [*TEST_TOOLS, "wheel==0.45.1"]
 # import pad_input from transformers' NPU flash-attention module, gone in transformers 4.55,
 # which imports einops there. verl 0.8.0's workers and trainer import uvicorn, fastapi and
 # cachetools without requiring them (an inference engine usually brings them).
+# To train (tests/matrix/test_training.py), verl's Megatron engines build the model through mbridge
+# (0.7-0.8's default; `vanilla_mbridge=True` on 0.9.x, whose default Megatron-Bridge needs Transformer
+# Engine's CUDA build) and import einops: `verl==X` requires neither. mbridge 0.15.1 fails with
+# transformers 5 on 0.7.1 and 0.8.0 (`rope_theta`), hence transformers<5 there; 0.9.x pins its own 5.x.
+TRAIN = ["mbridge==0.15.1", "einops==0.8.2"]
+VERL_0_8_EXTRAS = ["pyarrow<26", "uvicorn", "fastapi", "cachetools", "transformers<5", *TRAIN]
 VERL_PINS: dict[str, list[str]] = {
-    "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<4.55", "einops"],
-    "0.7.1": ["verl==0.7.1", TORCH, MEGATRON, "pyarrow<26"],
+    "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<4.55", *TRAIN],
+    "0.7.1": ["verl==0.7.1", TORCH, MEGATRON, "pyarrow<26", "transformers<5", *TRAIN],
     # verl's own v0.7.1 Ascend image pairs it with MindSpeed 2.3.0_core_r0.12.1, hence Megatron 0.12.1.
-    "0.7.1-mcore0.12": ["verl==0.7.1", TORCH, MEGATRON_0_12, "pyarrow<26"],
-    "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, "pyarrow<26", "uvicorn", "fastapi", "cachetools"],
+    "0.7.1-mcore0.12": ["verl==0.7.1", TORCH, MEGATRON_0_12, "pyarrow<26", "transformers<5", *TRAIN],
+    "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, *VERL_0_8_EXTRAS],
     # verl's generic Ascend images shipped with 0.8.0 pair it with MindSpeed 2.3.0_core_r0.12.1 too.
-    "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, "pyarrow<26", "uvicorn", "fastapi", "cachetools"],
-    "0.9.0": ["verl==0.9.0", TORCH, MEGATRON],
-    "0.9.1": ["verl==0.9.1", TORCH, MEGATRON],
+    "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, *VERL_0_8_EXTRAS],
+    "0.9.0": ["verl==0.9.0", TORCH, MEGATRON, *TRAIN],
+    "0.9.1": ["verl==0.9.1", TORCH, MEGATRON, *TRAIN],
 }
 # The MindSpeed line the stand-in simulates: the one verl's Ascend images pair with that Megatron.
 MINDSPEED_LINE = {"": "core_r0.16.0", "mcore0.12": "2.3.0_core_r0.12.1"}
@@ -53,6 +59,7 @@ MEGATRON_DEPENDENT = [
     "tests/matrix/test_matrix.py",
     "tests/matrix/test_context_parallel.py",
     "tests/matrix/test_upstream_fixes.py",
+    "tests/matrix/test_training.py",
     "tests/kit",
 ]
 AFFECTED = ("0.6.1", "0.7.1")

@@ -48,6 +48,7 @@ def fix_modules() -> list[ModuleType]:
         lm_engine_repatch,
         megatron_checkpoint_save,
         mindspeed_line_repatch,
+        moe_layer_offset,
         npu_causal_mask,
         shared_repatch,
         value_engine,
@@ -64,6 +65,7 @@ def fix_modules() -> list[ModuleType]:
         npu_causal_mask,  # verl #7055: 0.8.0's NPU causal mask without a float32 S x S
         vlm_mask_on_npu,  # verl #7372: 0.8.0's and 0.9.0's VLM mask, not None on an NPU
         megatron_checkpoint_save,  # verl #6322, for any torch >= 2.8: megatron-core 0.12.1's checkpoint save
+        moe_layer_offset,  # verl #5580: 0.7.1's router-replay helper asks megatron-core 0.12.1 for keywords it lacks
     ]
 
 

@@ -99,4 +99,3 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
     if release := fingerprint.known_release(current, WITHOUT_THE_KEYWORD):
         return Outcome(NAME, NOT_APPLICABLE, f"{CLASS_NAME}.forward_step of verl {release} passes no enable_mtp")
     return Outcome(NAME, NOT_APPLICABLE, f"{CLASS_NAME}.forward_step is not verl 0.7.1's; left as verl ships it")
-

@@ -25,6 +25,8 @@ from npu_shim.fixes.critic_forward_step import VERL_0_7_1 as CRITIC_0_7_1
 from npu_shim.fixes.critic_forward_step import WITH_5870, WITHOUT_THE_KEYWORD
 from npu_shim.fixes.lm_engine_repatch import KNOWN_INITS
 from npu_shim.fixes.mindspeed_line_repatch import VERL_0_9
+from npu_shim.fixes.moe_layer_offset import VERL_0_7_1 as ROUTER_0_7_1
+from npu_shim.fixes.moe_layer_offset import WITH_5580
 from npu_shim.fixes.npu_causal_mask import VERL_0_8_0 as MASK_0_8_0
 from npu_shim.fixes.npu_causal_mask import WITH_7055
 from npu_shim.fixes.vlm_mask_on_npu import WITH_7372, WITHOUT_7372
@@ -45,6 +47,7 @@ def interpreter(version: tuple[int, int]) -> str:
 ENGINE_FILE = "workers/engine/mindspeed/transformer_impl.py"
 UTIL_FILE = "models/mcore/util.py"
 MEGATRON_ENGINE_FILE = "workers/engine/megatron/transformer_impl.py"
+ROUTER_REPLAY_FILE = "utils/megatron/router_replay_utils.py"
 
 VALUE_FORWARD = "MegatronEngineWithValueHead.forward_step"
 
@@ -75,6 +78,8 @@ TABLES: dict[str, tuple[str, str, KnownCode]] = {
     "critic_forward_step.VERL_0_7_1": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, CRITIC_0_7_1),
     "critic_forward_step.WITH_5870": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, WITH_5870),
     "critic_forward_step.WITHOUT_THE_KEYWORD": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, WITHOUT_THE_KEYWORD),
+    "moe_layer_offset.VERL_0_7_1": (ROUTER_REPLAY_FILE, "get_moe_num_layers_to_build", ROUTER_0_7_1),
+    "moe_layer_offset.WITH_5580": (ROUTER_REPLAY_FILE, "get_moe_num_layers_to_build", WITH_5580),
 }
 VERSIONS = sorted({version for _, _, table in TABLES.values() for version in table})
 

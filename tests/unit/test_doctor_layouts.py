@@ -18,7 +18,7 @@ ALL_FIXES = (
     "mindspeed_line_repatch",
 )
 # Fixes of modules outside the engine package: a synthetic tree has no verl.models.mcore and no Megatron.
-MODULE_FIXES = ("npu_causal_mask", "vlm_mask_on_npu", "megatron_checkpoint_save")
+MODULE_FIXES = ("npu_causal_mask", "vlm_mask_on_npu", "megatron_checkpoint_save", "moe_layer_offset")
 # the shim's own repatch has #6674 and the MindSpeed-line mend; no synthetic tree holds 0.9.x's exact code
 BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable", "not applicable")
 
