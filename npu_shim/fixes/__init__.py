@@ -44,9 +44,9 @@ def fix_modules() -> list[ModuleType]:
     # Imported here: each fix module imports this package for Outcome and the verdicts.
     from npu_shim.fixes import (
         batch_invariant_repatch,
-        critic_forward_step,
         lm_engine_repatch,
         megatron_checkpoint_save,
+        megatron_critic,
         mindspeed_line_repatch,
         moe_layer_offset,
         npu_causal_mask,
@@ -59,7 +59,7 @@ def fix_modules() -> list[ModuleType]:
         shared_repatch,  # verl #6135: the repatch function both engines share
         value_engine,  # verl #6135: the MindSpeed value-head engine
         lm_engine_repatch,  # verl #5697/#6135: LM engine repatches before the device mesh
-        critic_forward_step,  # verl #5870: 0.7.1's critic forward passes a keyword its forward does not take
+        megatron_critic,  # verl #5870: 0.7.1's critic forward passes a keyword its forward does not take
         batch_invariant_repatch,  # verl #6674: 0.8.0's repatch function, batch-invariant attention
         mindspeed_line_repatch,  # no upstream fix yet: 0.9.x's repatch function, per MindSpeed line
         npu_causal_mask,  # verl #7055: 0.8.0's NPU causal mask without a float32 S x S

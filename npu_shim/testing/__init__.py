@@ -1,5 +1,8 @@
 """A kit for CPU-only CI of Ascend code paths: a SIMULATED NPU and a MindSpeed stand-in.
 
+Useful to anyone testing verl's NPU paths (or other code that branches on an Ascend NPU) on a machine
+without one; npu_shim's own tests are its first users.
+
 What it can show: that code which asks "is there an NPU?" (``torch.npu``,
 ``verl.utils.device.get_device_name()``) takes its NPU branch, which engine class
 verl's registry resolves, that engine constructors run on CPU ranks with real
@@ -8,8 +11,21 @@ called, and what that repatch does to the real megatron-core where verl depends
 on it: context parallelism's ring state (built only if the repatch came before
 the parallel state), arguments that persist between calls, and the
 duplicate-patch error of fusion plus batch-invariant attention. What it cannot
-show: anything that runs on an NPU (every ``torch_npu.npu_*`` kernel raises),
+show by default: anything that runs on an NPU (every ``torch_npu.npu_*`` kernel raises),
 and every other MindSpeed patch (not modelled).
+
+Two modes. The default "runs nothing": the npu device exists but holds no tensor, and
+``device_count() == 0``, which keeps verl's ``set_random_seed`` away from Megatron's CUDA RNG
+tracker; it costs nothing at import, and the registry, repatch and ring-state tests rely on it.
+**Compute mode** is opt-in (``NPU_SHIM_SIM_COMPUTE=1`` in the environment before ``torch_npu`` is
+imported; ``simulate_npu(compute=True)``; ``simulated_npu_env(compute=True)``): tensors live on
+``npu:0`` and compute on the CPU (a wrapper subclass over CPU tensors, ``torch_npu._compute``),
+``torch_npu.contrib.transfer_to_npu`` sends CUDA calls there (MindSpeed's adaptor imports it, as the
+real one does), ``npu_fusion_attention`` and MindSpeed's fusion attention have reference
+implementations, and the MindSpeed stand-in stands in for Transformer Engine's layers, so that
+verl's Megatron engines run ``initialize()``, ``infer_batch`` and ``train_batch`` on a gloo rank
+(``tests/matrix/train_probe.py``; about 10 s a process on 2 cores). The arithmetic is the CPU's:
+compute mode shows that code paths run and what they compute, not NPU numerics or speed.
 
 Both stand-ins live in :data:`SIMULATED_DIR`, which must come before the real
 packages on ``sys.path``; a ``torch.backends`` entry point next to the stand-in
@@ -38,9 +54,19 @@ from typing import Any
 SIMULATED_DIR = str(Path(__file__).parent / "simulated")
 REPATCH_LOG_VARIABLE = "NPU_SHIM_SIM_REPATCH_LOG"
 MINDSPEED_LINE_VARIABLE = "NPU_SHIM_SIM_MINDSPEED"  # which MindSpeed line the stand-in behaves as
-MINDSPEED_LINES = ("core_r0.16.0", "2.3.0_core_r0.12.1", "f2b0977e", "core_r0.18.0", "2.1.0_core_r0.12.1")
+COMPUTE_VARIABLE = "NPU_SHIM_SIM_COMPUTE"  # "1": npu tensors compute on the CPU (read when torch_npu is imported)
+MINDSPEED_LINES = (
+    "core_r0.16.0",
+    "2.3.0_core_r0.12.1",
+    "f2b0977e",
+    "core_r0.17.0",
+    "core_r0.18.0",
+    "master",
+    "2.1.0_core_r0.12.1",
+)
 
 __all__ = [
+    "COMPUTE_VARIABLE",
     "SIMULATED_DIR",
     "free_port",
     "fresh_mindspeed",
@@ -55,29 +81,42 @@ __all__ = [
 ]
 
 
-def simulate_npu() -> None:
-    """Make this process see one simulated Ascend NPU. Call it before importing verl."""
+def simulate_npu(compute: bool = False) -> None:
+    """Make this process see one simulated Ascend NPU. Call it before importing verl.
+
+    ``compute=True``: in compute mode (npu tensors compute on the CPU); call it before anything
+    imports ``torch_npu`` (with the simulated directory on ``sys.path``, ``import torch`` does).
+    """
     if "verl" in sys.modules and "torch_npu" not in sys.modules:
         raise RuntimeError(
             "verl decides at import whether there is an NPU: call npu_shim.testing.simulate_npu() before importing verl"
         )
+    if compute:
+        os.environ[COMPUTE_VARIABLE] = "1"
     if SIMULATED_DIR not in sys.path:
         sys.path.insert(0, SIMULATED_DIR)
     import torch_npu
 
     if not getattr(torch_npu, "SIMULATED", False):
         raise RuntimeError(f"a real torch_npu ({torch_npu.__file__}) shadows the simulated one; not simulating")
+    if compute and not torch_npu._compute.enabled():
+        raise RuntimeError(
+            "the simulated torch_npu was imported before simulate_npu(compute=True) and does not compute; "
+            f"set {COMPUTE_VARIABLE}=1 before it is imported"
+        )
 
 
 def simulated_npu_env(
     env: Mapping[str, str] | None = None,
     repatch_log: str | os.PathLike[str] | None = None,
     mindspeed_line: str | None = None,
+    compute: bool = False,
 ) -> dict:
     """A copy of ``env`` (default ``os.environ``) in which Python processes see the simulated NPU.
 
     ``mindspeed_line`` (one of :data:`MINDSPEED_LINES`) makes the MindSpeed stand-in behave as
-    that line; without it, as ``env`` says, else as ``core_r0.16.0``.
+    that line; without it, as ``env`` says, else as ``core_r0.16.0``. ``compute=True`` puts them in
+    compute mode (npu tensors compute on the CPU); without it, as ``env`` says.
     """
     result = dict(os.environ if env is None else env)
     entries = [entry for entry in result.get("PYTHONPATH", "").split(os.pathsep) if entry and entry != SIMULATED_DIR]
@@ -88,6 +127,8 @@ def simulated_npu_env(
         if mindspeed_line not in MINDSPEED_LINES:
             raise ValueError(f"mindspeed_line={mindspeed_line!r}: the stand-in simulates {', '.join(MINDSPEED_LINES)}")
         result[MINDSPEED_LINE_VARIABLE] = mindspeed_line
+    if compute:
+        result[COMPUTE_VARIABLE] = "1"
     return result
 
 

@@ -12,7 +12,15 @@ second engine finding the first one's parallel state and MindSpeed's arguments.
 The worker is verl's ``TrainingWorker`` (0.7 and later; it builds the engine in ``__init__``)
 or, on 0.6, ``verl.workers.roles.CriticWorker``/``ActorWorker`` (they build it in
 ``_build_engine``, the first half of ``init_model``; the second half loads weights). A subclass
-adds one registered method that reports what the actor built; nothing else is overridden.
+adds registered methods that report what the actor built (and the critic's value head, which the
+reference needs); nothing else is overridden.
+
+With ``train`` in the plan (verl 0.7 and later; the simulated NPU in compute mode, a tiny model
+with weights from ``tests/matrix/train_probe.py``), the driver then plays the trainer's part for the
+critic: the calls ``RayPPOTrainer`` makes on the critic's worker group, in its order and with batches
+made as it makes them (``init_workers``: ``reset``, ``set_loss_fn``; ``_compute_values``:
+``infer_batch``; ``_update_critic``: ``train_mini_batch``), and reports values, metrics and the
+float32 Hugging Face reference.
 
 It prints one JSON line: per role, each rank's report, or the error Ray carried back from the
 actor. The plan is written by test_verl_workers.py; the simulated NPU comes from PYTHONPATH and
@@ -25,6 +33,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +57,20 @@ ROLE_NAMES = {"value_model": "critic", "language_model": "actor"}  # str(Role.Cr
 
 
 class Reports:
-    """One method more on verl's worker: what this actor built, and in which process."""
+    """Methods more on verl's worker, which only read: what this actor built, and in which process."""
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def npu_shim_e2e_value_head(self) -> list[list[float]]:
+        """The critic's value head as the engine holds it: mbridge initialises it, so the reference reads it here."""
+        heads = [
+            parameter.detach().cpu().float().tolist()
+            for chunk in self.engine.module
+            for name, parameter in chunk.named_parameters()
+            if name.endswith("output_layer.weight")
+        ]
+        if len(heads) != 1:
+            raise RuntimeError(f"{len(heads)} value heads among the engine's parameters")
+        return heads[0]
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL, blocking=False)  # refs back, so the driver's wait is bounded
     def npu_shim_e2e_report(self) -> dict[str, Any]:
@@ -85,14 +107,35 @@ if HAS_TRAINING_WORKER:
 
     def worker_and_config(model_type: str) -> tuple[type, Any]:
         """As RayPPOTrainer.init_workers turns a critic config into a TrainingWorkerConfig."""
+        engine: dict[str, Any] = {}
+        optimizer: dict[str, Any] = {"lr": 1e-6}
+        if PLAN.get("train"):  # the engine computes: train_probe's settings (bf16, one micro-batch of both sequences)
+            import train_probe
+
+            engine = {
+                "micro_batch_size_per_gpu": 2,
+                "infer_micro_batch_size_per_gpu": 2,
+                "sequence_parallel": False,
+                "use_dist_checkpointing": False,
+                "dtype": "bfloat16",
+                # init_workers copies these from the critic config (ppo_[infer_]max_token_len_per_gpu, 32768 by
+                # default); the engine's micro-batching multiplies them even without dynamic batch sizes
+                "max_token_len_per_gpu": 32768,
+                "infer_max_token_len_per_gpu": 32768,
+            }
+            # Megatron's lr scheduler needs a total (more than the two updates made); lr and clipping as
+            # train_probe's, with which the critic's loss descends on one batch
+            optimizer = {"lr": train_probe.LEARNING_RATE, "total_training_steps": 8, "clip_grad": 1.0}
         config = TrainingWorkerConfig(
             model_type=model_type,
-            model_config=HFModelConfig(path=PLAN["models"][model_type], load_tokenizer=False),
+            # the value forward reads the tokenizer's pad id; without train nothing runs, and no tokenizer is written
+            model_config=HFModelConfig(path=PLAN["models"][model_type], load_tokenizer=bool(PLAN.get("train"))),
             engine_config=McoreEngineConfig(
                 context_parallel_size=PLAN["context_parallel_size"],
                 override_transformer_config=PLAN["overrides"].get(model_type, {}),
+                **engine,
             ),
-            optimizer_config=McoreOptimizerConfig(lr=1e-6),
+            optimizer_config=McoreOptimizerConfig(**optimizer),
             checkpoint_config=CheckpointConfig(),
         )
         return ReportingTrainingWorker, config
@@ -154,7 +197,96 @@ def collect(groups: dict[str, RayWorkerGroup]) -> dict[str, Any]:
     return results
 
 
+def jsonable(value: Any) -> Any:
+    """Metrics as JSON: numbers (tensors too) as floats, containers element by element, the rest as text."""
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+        return float(value.item())
+    return float(value) if isinstance(value, (int, float)) else str(value)
+
+
+def play_trainer_for_critic(critic: RayWorkerGroup) -> dict[str, Any]:
+    """The calls RayPPOTrainer makes on the critic's worker group, with batches made as it makes them.
+
+    One fixed batch (train_probe's: two sequences, left- and right-padded): values, an update, values
+    again, a second update; the second pair shows the update changed the critic.
+    """
+    import torch
+    import train_probe
+    from verl.protocol import DataProto
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+
+    began = time.perf_counter()
+    # init_workers' calls for a TrainingWorker critic (0.8: always; 0.7.1: with use_legacy_worker_impl="disable",
+    # where its trainer converts only FSDP critic configs, so custom code makes these calls for Megatron):
+    # reset builds the model and loads the weights; the loss is verl's value_loss bound to the critic's config
+    critic.reset()
+    # the critic config the trainer binds holds the critic's HFModelConfig
+    model_config = HFModelConfig(path=PLAN["models"]["value_model"])
+    critic.set_loss_fn(train_probe.loss_function("critic", model_config))
+    padded = train_probe.padded_batch()
+    # fit() adds these to every step's meta_info before the critic sees the batch
+    meta = {
+        "global_token_num": padded["attention_mask"].sum(dim=-1).tolist(),
+        "temperature": 1.0,
+    }
+
+    def trainer_batch(extra: dict[str, Any]) -> Any:
+        batch = DataProto.from_dict(tensors={**padded, **extra}, meta_info=dict(meta))
+        return left_right_2_no_padding(batch.to_tensordict())
+
+    def compute_values() -> Any:  # RayPPOTrainer._compute_values
+        data = trainer_batch({})
+        tu.assign_non_tensor(data, compute_loss=False)
+        output = critic.infer_batch(data).get()
+        return no_padding_2_padding(tu.get(output, "values"), data).float()
+
+    def update_critic(values: Any) -> dict[str, Any]:  # RayPPOTrainer._update_critic
+        data = trainer_batch({"values": values, **train_probe.role_tensors("critic", padded)})
+        # ppo_mini_batch_size * rollout.n = the whole batch, one epoch, as the critic config would say
+        mini_batch = padded["input_ids"].shape[0]
+        tu.assign_non_tensor(
+            data,
+            global_batch_size=mini_batch,
+            mini_batch_size=mini_batch,
+            epochs=1,
+            seed=train_probe.SEED,
+            dataloader_kwargs={"shuffle": False},
+        )
+        output = critic.train_mini_batch(data).get()
+        return jsonable(dict(tu.get(output, "metrics")))
+
+    values = compute_values()
+    head = torch.tensor(critic.npu_shim_e2e_value_head()[0])
+    model_dir = Path(PLAN["models"]["value_model"])
+    expected = train_probe.reference("critic", model_dir, padded, head)
+    # the trainer's order: the update's old values are what the critic just computed
+    first = update_critic(values)
+    values_after = compute_values()
+    # the same batch and old values again, so that the two losses differ only by the first update
+    second = update_critic(values)
+    return {
+        "values": values.tolist(),
+        "values_shape": list(values.shape),
+        "values_after_update": values_after.tolist(),
+        "reference": expected.tolist(),
+        "response_mask": padded["response_mask"].tolist(),
+        "tolerance": train_probe.TOLERANCE,
+        "updates": [first, second],
+        "seconds": round(time.perf_counter() - began, 2),
+    }
+
+
 def main() -> dict[str, Any]:
+    if PLAN.get("train"):  # train_probe: the tiny model with weights, the batch, the loss, the reference
+        sys.path.insert(0, str(Path(PLAN["root"]) / "tests" / "matrix"))
+        import train_probe
+
+        train_probe.write_model_dir(Path(PLAN["models"]["value_model"]), "critic")
     ray.init(
         address="local",
         include_dashboard=False,
@@ -175,12 +307,18 @@ def main() -> dict[str, Any]:
             groups = spawn(PLAN["roles"], pool)
         else:  # one process per role, so that what MindSpeed is asked in an actor belongs to one engine
             groups = {model_type: group for role in PLAN["roles"] for model_type, group in spawn([role], pool).items()}
-        return {
+        report = {
             "driver_pid": os.getpid(),
             "driver_device": get_device_name(),
             "driver_shim": sys.modules["npu_shim"].activated_via() if "npu_shim" in sys.modules else None,
             "roles": collect(groups),
         }
+        if PLAN.get("train") and "reports" in report["roles"]["value_model"]:
+            try:
+                report["critic_steps"] = play_trainer_for_critic(groups["value_model"])
+            except ray.exceptions.RayError as error:  # as collect(): the actor's error, for the test to show
+                report["critic_steps"] = {"error_type": type(error).__name__, "error": str(error)}
+        return report
     finally:
         ray.shutdown()
 

@@ -10,11 +10,17 @@ Activations: ``none``; ``sitecustomize`` (the checkout on PYTHONPATH, so every i
 starts with the shim); ``import`` (``import npu_shim`` in the driver only: actors get it from
 the PYTHONPATH it exports). Each scenario costs 25-70 s here, so context parallelism 2 (two
 workers per role) runs in one only, and 0.8.0 (fixed upstream) runs with the shim only.
+
+On 0.7.1 and 0.8.0 one more scenario (about 40 s) computes: the critic alone, with the shim, on the
+simulated NPU in compute mode and a tiny Qwen2 with weights (tests/matrix/train_probe.py's), called
+through the worker-group methods ``RayPPOTrainer`` calls for the critic (driver.play_trainer_for_critic);
+its values are compared with a float32 Hugging Face reference, and two updates with each other.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -72,20 +78,31 @@ class Scenario:
         return calls[ROLES.index(model_type) :][:1] if self.colocated else calls
 
 
-def drive(mode: str, workers: int, directory: Path, colocate: bool = False, key_on_critic: bool = False) -> Scenario:
-    """Run driver.py under one activation in a fresh interpreter with a clean environment."""
+def drive(
+    mode: str, workers: int, directory: Path, colocate: bool = False, key_on_critic: bool = False, train: bool = False
+) -> Scenario:
+    """Run driver.py under one activation in a fresh interpreter with a clean environment.
+
+    ``train``: the critic alone, on the simulated NPU in compute mode; the driver writes a tiny model with
+    weights and plays the trainer's part for the critic (driver.play_trainer_for_critic).
+    """
     log = directory / f"{mode}-repatch.jsonl"
     ray_temp_dir = tempfile.mkdtemp(prefix="r", dir="/tmp")  # Ray's socket paths must stay under ~107 characters
+    roles = ROLES[:1] if train else ROLES
     # Roles in processes of their own share each worker's bundle (two processes); colocated, one process.
-    processes_per_worker = 1 if colocate else len(ROLES)
+    processes_per_worker = 1 if colocate else len(roles)
     plan = {
         "mode": mode,
         "root": str(ROOT),
-        "roles": ROLES,
+        "roles": roles,
         "workers": workers,
         "context_parallel_size": workers,
         "models": {
-            "value_model": tiny_model_dir(directory / "critic", "Qwen2ForTokenClassification"),
+            # with train the driver writes the critic's directory itself (weights need torch, which this process
+            # does not import)
+            "value_model": str(directory / "critic")
+            if train
+            else tiny_model_dir(directory / "critic", "Qwen2ForTokenClassification"),
             "language_model": tiny_model_dir(directory / "actor", "Qwen2ForCausalLM"),
         },
         "ray_init": ray_npu_resources(workers, processes_per_worker),  # as many CPUs as processes: <= 2 cores
@@ -94,6 +111,7 @@ def drive(mode: str, workers: int, directory: Path, colocate: bool = False, key_
         "timeout": DRIVER_TIMEOUT - 60,
         "colocate": colocate,
         "overrides": {"value_model": BATCH_INVARIANT} if key_on_critic else {},
+        "train": train,
     }
     plan_file = directory / f"{mode}-plan.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
@@ -101,7 +119,7 @@ def drive(mode: str, workers: int, directory: Path, colocate: bool = False, key_
     try:  # a session of its own, so that a driver that overruns is ended with the Ray processes it started
         driver = run_in_session(
             [sys.executable, str(Path(__file__).with_name("driver.py")), str(plan_file)],
-            env=simulated_npu_env(base, repatch_log=log),
+            env=simulated_npu_env(base, repatch_log=log, compute=train),
             cwd=directory,
             timeout=DRIVER_TIMEOUT,
         )
@@ -254,3 +272,59 @@ def test_colocated_critic_then_actor(scenario, mode):
     ]
     batch_invariant = "mindspeed.features_manager.dot_product_attention_forward_batch_invariant"
     assert critic[0]["attention_forward"] == actor[0]["attention_forward"] == batch_invariant
+
+
+# The trainer's calls on the critic, computed: on the releases where the critic engine runs a value forward
+# with mbridge (0.6.1 converts Qwen2 with its legacy converter, which has no Qwen2 value model).
+CRITIC_STEPS_VERL = ("0.7.1", "0.8.0")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    """One driver, the shim on, the critic alone on one worker in compute mode: the trainer's calls, played once."""
+    run = drive("sitecustomize", 1, tmp_path_factory.mktemp("train"), train=True)
+    if raced(run):  # once more, in a new cluster: not an outcome of the shim or of verl's engines
+        run = drive("sitecustomize", 1, tmp_path_factory.mktemp("train"), train=True)
+    return run
+
+
+def finite(numbers: list[float]) -> bool:
+    return all(math.isfinite(number) for number in numbers)
+
+
+# Not skipped without mbridge or einops (verl's Megatron path needs them, verl does not require them): the
+# environments pin both (noxfile.py), and a missing one should fail here rather than hide the test.
+@pytest.mark.skipif(VERL not in CRITIC_STEPS_VERL, reason=f"runs on verl {', '.join(CRITIC_STEPS_VERL)}")
+def test_the_trainer_computes_values_and_updates_the_critic(trained):
+    """verl's TrainingWorker in a Ray actor, through the worker-group methods RayPPOTrainer calls for the critic.
+
+    init_workers: ``reset()``, ``set_loss_fn(partial(value_loss, ...))``; each step: ``infer_batch`` for the
+    values (``_compute_values``), ``train_mini_batch`` for the update (``_update_critic``). On 0.7.1 this needs
+    the shim twice: the engine (the AssertionError, test_critic) and #5870's value forward (``enable_mtp``).
+    """
+    critic = trained.role("value_model")
+    assert "reports" in critic, f"the critic was not built: {critic.get('error', '')[-3000:]}"
+    (report,) = critic["reports"]
+    assert report["engine"] == MINDSPEED + "MindspeedEngineWithValueHead"
+    assert report["engine_added_by_npu_shim"] is AFFECTED
+    assert report["pid"] != trained.report["driver_pid"]
+    steps = trained.report["critic_steps"]
+    assert "error" not in steps, f"the trainer's calls failed in the actor:\n{steps.get('error', '')[-6000:]}"
+
+    mask = steps["response_mask"]
+    valid = [(row, column) for row, columns in enumerate(mask) for column, kept in enumerate(columns) if kept]
+    # per response token, padded as the trainer pads them (no_padding_2_padding): [batch, response length]
+    assert steps["values_shape"] == [len(mask), len(mask[0])]
+    values, reference, after = (steps[key] for key in ("values", "reference", "values_after_update"))
+    assert finite([values[row][column] for row, column in valid])
+    # bf16 on the simulated NPU against float32 Hugging Face Qwen2 with the engine's value head
+    difference = max(abs(values[row][column] - reference[row][column]) for row, column in valid)
+    assert difference <= steps["tolerance"], f"values differ from the reference by {difference}"
+
+    first, second = steps["updates"]
+    assert [len(update["loss"]) for update in (first, second)] == [1, 1]  # one mini-batch, one optimizer step each
+    losses = [update["loss"][0] for update in (first, second)]
+    assert finite(losses) and all(finite(update["grad_norm"]) for update in (first, second))
+    # the update reached the critic: it computes other values, and the same batch's loss came down
+    assert max(abs(after[row][column] - values[row][column]) for row, column in valid) > 0
+    assert losses[1] < losses[0], f"the second update's loss did not come down: {losses}"

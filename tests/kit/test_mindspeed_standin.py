@@ -33,7 +33,8 @@ def megatron(repatch_calls):  # repatch_calls: the stand-in starts, and is left,
     from mindspeed import megatron_adaptor
     from mindspeed.args_utils import get_mindspeed_args
 
-    original = (parallel_state.initialize_model_parallel, DotProductAttention.forward)
+    # Megatron's own forward: from import on, MindSpeed's generate-mask feature wraps it (below CP 2)
+    original = (parallel_state.initialize_model_parallel, DotProductAttention.forward.__wrapped__)
     yield types.SimpleNamespace(
         parallel_state=parallel_state,
         attention=DotProductAttention,
@@ -45,7 +46,7 @@ def megatron(repatch_calls):  # repatch_calls: the stand-in starts, and is left,
     from npu_shim.testing import fresh_mindspeed
 
     fresh_mindspeed()
-    assert (parallel_state.initialize_model_parallel, DotProductAttention.forward) == original
+    assert (parallel_state.initialize_model_parallel, DotProductAttention.forward.__wrapped__) == original
 
 
 def test_arguments_persist_between_calls_until_overwritten(megatron):
@@ -72,8 +73,9 @@ def test_fusion_and_batch_invariant_attention_together_raise_as_mindspeed_does(l
 
 def test_patched_attention_has_no_kernel_behind_it(megatron):
     megatron.repatch({"use_flash_attn": True})
+    layer = types.SimpleNamespace(attn_mask_type=None, config=None)
     with pytest.raises(RuntimeError, match="npu_fusion_attention: simulated NPU"):
-        megatron.attention.forward(None)
+        megatron.attention.forward(layer, None, None, None, "a mask")
 
 
 def test_unknown_keys_are_stored_and_a_config_that_is_not_a_mapping_fails_as_in_mindspeed(megatron, repatch_calls):
@@ -188,7 +190,10 @@ def test_ring_state_is_built_only_when_repatch_comes_before_the_parallel_state(t
 
 # -- MindSpeed's lines (mindspeed.lines): what differs where verl's config reaches them -----------------
 
-LINES = ("core_r0.16.0", "2.3.0_core_r0.12.1", "f2b0977e", "core_r0.18.0")
+LINES = ("core_r0.16.0", "2.3.0_core_r0.12.1", "f2b0977e", "core_r0.17.0", "core_r0.18.0", "master")
+# at CP >= 2 (MindSpeed's context_parallel_feature.py on each branch): the CP class replaces Megatron's attention
+# classes on these; core_r0.17.0 only wraps initialize_model_parallel; core_r0.18.0 does neither
+SWAPS_ATTENTION = ("core_r0.16.0", "2.3.0_core_r0.12.1", "f2b0977e", "master")
 MEGATRON_CLASS = "megatron.core.transformer.dot_product_attention.DotProductAttention"
 CP_CLASS = "mindspeed.core.context_parallel.adaptor.MindSpeedCPDotProductAttention"
 
@@ -235,21 +240,67 @@ def test_only_core_r0_16_0_has_batch_invariant_attention(line, megatron):
 @pytest.mark.parametrize("line", LINES, indirect=True)
 def test_context_parallel_swaps_the_attention_class_where_mindspeed_does_ring_attention(line, megatron):
     megatron.repatch({"use_flash_attn": True, "context_parallel_size": 2})
-    if line == "core_r0.18.0":  # CP is Megatron's own there: no class swap, no wrapper, no fusion at CP 2
+    if line in SWAPS_ATTENTION:
+        assert attention() == (CP_CLASS, "forward")
+    else:  # Megatron's own class; no fusion attention, and no generate-mask wrapper, at CP 2
         assert attention() == (MEGATRON_CLASS, "forward")
+    assert megatron.attention.forward is megatron.original_forward, "Megatron's class is left unpatched"
+    if line == "core_r0.18.0":  # CP is Megatron's own there: no wrapper either
         assert megatron.parallel_state.initialize_model_parallel is megatron.original_initialize
     else:
-        assert attention() == (CP_CLASS, "forward")
-        assert megatron.attention.forward is megatron.original_forward, "Megatron's class is left unpatched"
         assert megatron.parallel_state.initialize_model_parallel.__wrapped__ is megatron.original_initialize
     megatron.repatch({"use_flash_attn": True})  # context_parallel_size persists: still no fusion attention
     assert attention()[1] == "forward"
 
 
+def te_attention_resolves() -> bool:
+    from mindspeed.features_manager import te_attention_resolves
+
+    return te_attention_resolves()
+
+
 @pytest.mark.parametrize("line", ["core_r0.16.0"], indirect=True)
 def test_at_context_parallel_2_batch_invariant_attention_is_the_only_forward_patch(line, megatron):
+    if not te_attention_resolves():
+        pytest.skip("megatron-core without an importable TE module (0.12): core_r0.16.0 pairs with Megatron 0.16")
     megatron.repatch({**BATCH_INVARIANT, "context_parallel_size": 2})  # nothing refused: fusion is not registered
+    # it lands on the CP class through TEDotProductAttention.forward, whose owner is looked up when first
+    # applied (the CP class by then); DotProductAttention.forward's owner is Megatron's class, bound at import
     assert attention() == (CP_CLASS, "dot_product_attention_forward_batch_invariant")
+    assert megatron.attention.forward.__name__ == "dot_product_attention_forward_batch_invariant"
+
+
+@pytest.mark.parametrize("line", LINES, indirect=True)
+def test_generate_mask_wraps_megatron_attention_from_import_below_context_parallel_2(line, megatron):
+    """MindSpeed's generate-mask feature, on by default on every line: Megatron's forward is a wrapper."""
+    wrapped = megatron.attention.forward
+    assert wrapped.__wrapped__ is megatron.original_forward, "wrapped at import, before any repatch"
+    assert wrapped.__qualname__ == megatron.original_forward.__qualname__, "functools.wraps, as MindSpeed's"
+    megatron.repatch({"use_flash_attn": True})
+    assert megatron.attention.forward.__wrapped__.__name__ == "dot_product_attention_forward", "around fusion"
+    megatron.repatch({"use_flash_attn": False, "context_parallel_size": 2})
+    assert not hasattr(megatron.args(), "no_create_attention_mask_in_dataloader")
+    assert not hasattr(megatron.attention.forward, "__wrapped__"), "no wrapper at CP 2"
+    megatron.repatch({"context_parallel_size": 1, "no_create_attention_mask_in_dataloader": True})
+    assert megatron.attention.forward is megatron.original_forward, "Megatron's option turns the feature off"
+
+
+@pytest.mark.parametrize("line", ["core_r0.16.0"], indirect=True)
+def test_batch_invariant_ops_keys_need_mindspeeds_kernel_package_and_touch_no_attention(line, megatron):
+    """``use_batch_invariant_ops``/``batch_invariant_mode`` turn the feature on for kernels, not attention:
+    MindSpeed imports ``batch_invariant_ops`` in ``repatch``, which fails without it, patches left removed."""
+    for key in ("use_batch_invariant_ops", "batch_invariant_mode"):
+        with pytest.raises(ModuleNotFoundError, match="batch_invariant_ops"):
+            megatron.repatch({key: True, "use_flash_attn": True})
+        assert megatron.attention.forward is megatron.original_forward, key
+        megatron.repatch({key: False})
+        assert attention() == (MEGATRON_CLASS, "dot_product_attention_forward"), f"{key} replaced no forward"
+
+
+@pytest.mark.parametrize("line", ["2.3.0_core_r0.12.1", "core_r0.18.0"], indirect=True)
+def test_batch_invariant_ops_keys_are_stored_where_the_feature_does_not_exist(line, megatron):
+    megatron.repatch({"use_batch_invariant_ops": True, "batch_invariant_mode": True, "use_flash_attn": True})
+    assert attention() == (MEGATRON_CLASS, "dot_product_attention_forward")
 
 
 @pytest.mark.parametrize("line", ["2.1.0_core_r0.12.1"], indirect=True)

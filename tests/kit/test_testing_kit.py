@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 from helpers import PORT_ATTEMPTS, ROOT, clean_env, port_race, run_python
@@ -29,8 +30,9 @@ def test_fixtures_give_verl_an_npu_and_record_repatch(simulated_npu, repatch_cal
     megatron_forward = DotProductAttention.forward
     transformer_impl.repatch({"use_flash_attn": True})  # the name verl bound: the stand-in, acting on Megatron
     assert DotProductAttention.forward is not megatron_forward
+    layer = SimpleNamespace(attn_mask_type=None, config=None)  # what MindSpeed's generate-mask wrapper reads
     with pytest.raises(RuntimeError, match="npu_fusion_attention: simulated NPU"):
-        DotProductAttention.forward(None)
+        DotProductAttention.forward(layer, None, None, None, "a mask")
     assert repatch_calls == [
         {"config": {"use_flash_attn": True}, "parallel_state_initialized": False, "pid": os.getpid()}
     ]

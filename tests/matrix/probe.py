@@ -56,8 +56,8 @@ def testing_kit() -> Any:
     return kit
 
 
-def start(mode: str, output: Path, *options: str, **variables: str) -> subprocess.Popen[str]:
-    """Run this file under one activation in a fresh interpreter with a clean environment.
+def start(mode: str, output: Path, *options: str, script: str = __file__, **variables: str) -> subprocess.Popen[str]:
+    """Run ``script`` (this file) under one activation in a fresh interpreter with a clean environment.
 
     PATH and HOME only, plus ``variables``; the simulated NPU on PYTHONPATH, and the
     checkout before it for ``sitecustomize``. stderr is piped for the caller to report.
@@ -68,7 +68,7 @@ def start(mode: str, output: Path, *options: str, **variables: str) -> subproces
     env = {name: os.environ[name] for name in kept if name in os.environ}
     env.update(PYTHONPATH=os.pathsep.join(pythonpath), **variables)
     return subprocess.Popen(
-        [sys.executable, __file__, mode, str(output), *options],
+        [sys.executable, script, mode, str(output), *options],
         env=env,
         cwd=output.parent,
         stdout=subprocess.DEVNULL,

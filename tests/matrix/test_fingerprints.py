@@ -21,9 +21,9 @@ from helpers import ROOT
 
 from npu_shim.fingerprint import KnownCode
 from npu_shim.fixes.batch_invariant_repatch import VERL_0_8_0
-from npu_shim.fixes.critic_forward_step import VERL_0_7_1 as CRITIC_0_7_1
-from npu_shim.fixes.critic_forward_step import WITH_5870, WITHOUT_THE_KEYWORD
 from npu_shim.fixes.lm_engine_repatch import KNOWN_INITS
+from npu_shim.fixes.megatron_critic import VERL_0_7_1 as CRITIC_0_7_1
+from npu_shim.fixes.megatron_critic import WITH_5870, WITHOUT_THE_KEYWORD
 from npu_shim.fixes.mindspeed_line_repatch import VERL_0_9
 from npu_shim.fixes.moe_layer_offset import VERL_0_7_1 as ROUTER_0_7_1
 from npu_shim.fixes.moe_layer_offset import WITH_5580
@@ -75,9 +75,9 @@ TABLES: dict[str, tuple[str, str, KnownCode]] = {
     "npu_causal_mask.WITH_7055": (UTIL_FILE, "_build_npu_attn_mask", WITH_7055),
     "vlm_mask_on_npu.WITHOUT_7372": (UTIL_FILE, "build_vlm_attn_mask_thd", WITHOUT_7372),
     "vlm_mask_on_npu.WITH_7372": (UTIL_FILE, "build_vlm_attn_mask_thd", WITH_7372),
-    "critic_forward_step.VERL_0_7_1": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, CRITIC_0_7_1),
-    "critic_forward_step.WITH_5870": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, WITH_5870),
-    "critic_forward_step.WITHOUT_THE_KEYWORD": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, WITHOUT_THE_KEYWORD),
+    "megatron_critic.VERL_0_7_1": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, CRITIC_0_7_1),
+    "megatron_critic.WITH_5870": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, WITH_5870),
+    "megatron_critic.WITHOUT_THE_KEYWORD": (MEGATRON_ENGINE_FILE, VALUE_FORWARD, WITHOUT_THE_KEYWORD),
     "moe_layer_offset.VERL_0_7_1": (ROUTER_REPLAY_FILE, "get_moe_num_layers_to_build", ROUTER_0_7_1),
     "moe_layer_offset.WITH_5580": (ROUTER_REPLAY_FILE, "get_moe_num_layers_to_build", WITH_5580),
 }

@@ -13,7 +13,7 @@ ALL_FIXES = (
     "shared_repatch",
     "value_engine",
     "lm_engine_repatch",
-    "critic_forward_step",  # a synthetic tree's forward_step is no release's code: not applicable on every layout
+    "megatron_critic",  # a synthetic tree's forward_step is no release's code: not applicable on every layout
     "batch_invariant_repatch",
     "mindspeed_line_repatch",
 )

@@ -57,7 +57,7 @@ def test_value_engine_is_injected_and_both_engines_repatch_once_before_the_mesh(
         "shared_repatch": "applied",
         "value_engine": "applied",
         "lm_engine_repatch": "applied",
-        "critic_forward_step": "not applicable",  # a synthetic tree, not 0.7.1's exact code
+        "megatron_critic": "not applicable",  # a synthetic tree, not 0.7.1's exact code
         "batch_invariant_repatch": "not applicable",  # the shim's own _mindspeed_repatch has #6674
         "mindspeed_line_repatch": "not applicable",  # and is the MindSpeed-line aware one
     }
@@ -114,7 +114,7 @@ def test_native_verl_is_left_alone(synthetic, run_with):
         "shared_repatch": "native",
         "value_engine": "native",
         "lm_engine_repatch": "native",
-        "critic_forward_step": "not applicable",  # a synthetic tree, not 0.8.0's exact code
+        "megatron_critic": "not applicable",  # a synthetic tree, not 0.8.0's exact code
         "batch_invariant_repatch": "native",
         "mindspeed_line_repatch": "not applicable",  # a synthetic tree, not 0.9.x's exact code
     }

@@ -1,10 +1,10 @@
 """SIMULATED MindSpeed, from npu_shim.testing: NOT Huawei's MindSpeed, and no NPU kernel behind it.
 
 It models what verl relies on, per MindSpeed line (``mindspeed.lines``: ``2.3.0_core_r0.12.1``
-and ``f2b0977e``, ``core_r0.16.0``, ``core_r0.18.0``, ``2.1.0_core_r0.12.1``), acting on the
+and ``f2b0977e``, ``core_r0.16.0``, ``core_r0.17.0``, ``core_r0.18.0``, master, ``2.1.0_core_r0.12.1``), acting on the
 real megatron-core the way MindSpeed does (see ``megatron_adaptor.repatch``): a persistent
 argument namespace, patches removed and re-applied on each ``repatch``, fusion and
-batch-invariant attention and their duplicate-patch error, and context parallelism's
+batch-invariant attention and their duplicate-patch error, the generate-mask wrapper, and context parallelism's
 attention class and wrapper around ``initialize_model_parallel`` that builds the ring
 state. It models nothing else of MindSpeed.
 """

@@ -7,12 +7,17 @@ source (Ascend/MindSpeed, branch heads named in the README), never copied from i
 - ``repatch``: ``mindspeed.megatron_adaptor.repatch`` exists (``2.1.0_core_r0.12.1`` has none,
   so verl's ``from mindspeed.megatron_adaptor import repatch`` fails there);
 - ``batch_invariant``: the batch-invariant feature and its ``--use-flash-attn-npu-batch-invariant``
-  option exist (``core_r0.16.0`` only); it replaces ``DotProductAttention.forward`` at any CP size;
-- ``ring_context_parallel``: at ``context_parallel_size > 1`` MindSpeed swaps Megatron's
-  ``DotProductAttention`` class for its context-parallel one and wraps
+  option exist (``core_r0.16.0`` only); it replaces ``DotProductAttention.forward`` (and
+  ``TEDotProductAttention.forward``) at any CP size;
+- ``ring_context_parallel``: at ``context_parallel_size > 1`` MindSpeed wraps
   ``parallel_state.initialize_model_parallel``, whose wrapper fills the ring state
-  (``core_r0.18.0`` leaves CP to Megatron: neither happens).
-Fusion attention (``use_flash_attn``) replaces ``DotProductAttention.forward`` at CP < 2 on every line.
+  (``core_r0.18.0`` leaves CP to Megatron and its ``model_parallel_utils`` has no ring globals);
+- ``cp_attention_class``: at ``context_parallel_size > 1`` (default ``megatron_cp_algo``) MindSpeed's
+  context-parallel class replaces both ``DotProductAttention`` and ``TEDotProductAttention``
+  (``2.3.0_core_r0.12.1``, ``core_r0.16.0``, master; ``core_r0.17.0`` swaps only for an adaptive CP
+  algorithm, ``core_r0.18.0`` never).
+Fusion attention (``use_flash_attn``) replaces ``DotProductAttention.forward`` at CP < 2 on every line,
+and the generate-mask feature wraps it there (``features_manager``).
 """
 
 from __future__ import annotations
@@ -30,14 +35,30 @@ class Line:
     repatch: bool
     batch_invariant: bool
     ring_context_parallel: bool
+    cp_attention_class: bool
 
 
 LINES = {
     # f2b0977e (Oct 2025) is an ancestor of 2.3.0_core_r0.12.1 and the same in all of the above.
-    "2.3.0_core_r0.12.1": Line("2.3.0_core_r0.12.1", repatch=True, batch_invariant=False, ring_context_parallel=True),
-    "core_r0.16.0": Line("core_r0.16.0", repatch=True, batch_invariant=True, ring_context_parallel=True),
-    "core_r0.18.0": Line("core_r0.18.0", repatch=True, batch_invariant=False, ring_context_parallel=False),
-    "2.1.0_core_r0.12.1": Line("2.1.0_core_r0.12.1", repatch=False, batch_invariant=False, ring_context_parallel=True),
+    "2.3.0_core_r0.12.1": Line(
+        "2.3.0_core_r0.12.1", repatch=True, batch_invariant=False, ring_context_parallel=True, cp_attention_class=True
+    ),
+    "core_r0.16.0": Line(
+        "core_r0.16.0", repatch=True, batch_invariant=True, ring_context_parallel=True, cp_attention_class=True
+    ),
+    # core_r0.17.0 and core_r0.18.0: `import mindspeed` imports the separate MegatronAdaptor package
+    # (`import megatron_adaptor` in mindspeed/__init__.py); modelled as installed, as their README requires.
+    "core_r0.17.0": Line(
+        "core_r0.17.0", repatch=True, batch_invariant=False, ring_context_parallel=True, cp_attention_class=False
+    ),
+    "core_r0.18.0": Line(
+        "core_r0.18.0", repatch=True, batch_invariant=False, ring_context_parallel=False, cp_attention_class=False
+    ),
+    "master": Line("master", repatch=True, batch_invariant=False, ring_context_parallel=True, cp_attention_class=True),
+    # no repatch: ring CP only from MindSpeed's own command line, which nothing under verl gives it
+    "2.1.0_core_r0.12.1": Line(
+        "2.1.0_core_r0.12.1", repatch=False, batch_invariant=False, ring_context_parallel=True, cp_attention_class=True
+    ),
 }
 LINES["f2b0977e"] = LINES["2.3.0_core_r0.12.1"]
 

@@ -11,8 +11,16 @@ every feature now on, for the simulated line (:mod:`mindspeed.lines`):
   becomes MindSpeed's context-parallel class and ``parallel_state.initialize_model_parallel``
   is wrapped; the ring state is built only when that wrapper runs;
 - ``use_flash_attn`` at CP < 2 replaces ``DotProductAttention.forward``;
-- ``use_flash_attn_npu_batch_invariant`` (``core_r0.16.0``) replaces it too: with fusion
-  attention also registered, ``RuntimeError: the patch of forward exist !``, the patches left removed.
+- ``use_flash_attn_npu_batch_invariant`` (``core_r0.16.0``) replaces it too (and
+  ``TEDotProductAttention.forward``): with fusion attention also registered, ``RuntimeError: the
+  patch of forward exist !``, the patches left removed;
+- the generate-mask feature, on by default, wraps ``DotProductAttention.forward`` at CP < 2, from
+  import on: Megatron's forward is a wrapper (bearing the wrapped function's name) wherever it runs.
+
+In compute mode (the stand-in torch_npu's ``NPU_SHIM_SIM_COMPUTE=1``), importing it first imports
+``torch_npu.contrib.transfer_to_npu``, as MindSpeed's own ``megatron_adaptor`` does on
+``2.3.0_core_r0.12.1`` and ``core_r0.16.0`` (CUDA calls then go to the NPU), and the basic features
+that let Megatron's models build there are applied too (:mod:`mindspeed.compute`).
 
 On ``2.1.0_core_r0.12.1`` there is no ``repatch`` at all. Each call is recorded in
 :data:`calls` (a shallow copy of the config and whether Megatron's parallel state was
@@ -27,11 +35,14 @@ import os
 import sys
 from typing import Any
 
-from mindspeed import lines
+from mindspeed import compute, lines
 from mindspeed.args_utils import forget_mindspeed_args, get_full_args, get_mindspeed_args
 from mindspeed.core.context_parallel.model_parallel_utils import forget_ring_state
-from mindspeed.features_manager import MindSpeedFeaturesManager
+from mindspeed.features_manager import MindSpeedFeaturesManager, forget_generated_mask
 from mindspeed.patch_utils import MindSpeedPatchesManager
+
+if compute.compute_mode():
+    from torch_npu.contrib import transfer_to_npu  # noqa: F401
 
 SIMULATED = True
 calls: list[dict[str, Any]] = []
@@ -70,6 +81,7 @@ def simulate_fresh_process(line: str | None = None) -> None:
         lines.select(line)
     forget_mindspeed_args()
     forget_ring_state()
+    forget_generated_mask()
     _expose_repatch()
     MindSpeedFeaturesManager.apply_features_patches(get_mindspeed_args())
 

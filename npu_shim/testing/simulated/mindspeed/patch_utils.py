@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+_MISSING = object()
+
 
 def _is_wrapper(function: Any) -> bool:
     return getattr(function, "__name__", "").endswith(("wrapper", "decorator"))
@@ -48,6 +50,7 @@ class Patch:
         self.owner: Any = None
         self.original: Any = None
         self.applied: Any = None
+        self.create_dummy = False
 
     def add(self, function: Callable[..., Any]) -> None:
         if _is_wrapper(function):
@@ -61,9 +64,12 @@ class Patch:
     def apply(self) -> None:
         if self.owner is None:
             self.owner, _ = _resolve(self.target)
-            self.original = getattr(self.owner, self.name)
-        current = getattr(self.owner, self.name)
+            default = (_MISSING,) if self.create_dummy else ()
+            self.original = getattr(self.owner, self.name, *default)
+        current = getattr(self.owner, self.name, _MISSING)
         final = self.replacement or self.original
+        if final is _MISSING:
+            return
         for wrapper in self.wrappers:
             final = wrapper(final)
         setattr(self.owner, self.name, final)
@@ -71,7 +77,9 @@ class Patch:
         self.applied = final
 
     def remove(self) -> None:
-        if self.applied is not None:
+        if self.applied is not None and self.original is _MISSING:
+            delattr(self.owner, self.name)
+        elif self.applied is not None:
             setattr(self.owner, self.name, self.original)
             _rebind_copies(self.name, self.applied, self.original)
         self.applied = None
@@ -95,8 +103,10 @@ class MindSpeedPatchesManager:
     patches_info: dict[str, Patch] = {}  # noqa: RUF012 - one process-wide registry, as MindSpeed's
 
     @classmethod
-    def register_patch(cls, target: str, function: Callable[..., Any]) -> None:
-        cls.patches_info.setdefault(target, Patch(target)).add(function)
+    def register_patch(cls, target: str, function: Callable[..., Any], create_dummy: bool = False) -> None:
+        patch = cls.patches_info.setdefault(target, Patch(target))
+        patch.create_dummy = patch.create_dummy or create_dummy
+        patch.add(function)
 
     @classmethod
     def apply_patches(cls) -> None:

@@ -3,12 +3,17 @@
 It registers an ``npu`` device with torch (``rename_privateuse1_backend`` plus a
 device module that says one is available) so that code which branches on
 "is there an Ascend NPU?" takes its NPU path on a CPU-only machine, and an
-``hccl`` process-group backend that is gloo underneath (CPU ranks only). Every
+``hccl`` process-group backend that is gloo underneath (CPU ranks only). By default every
 ``torch_npu.npu_*`` kernel is a callable that raises: nothing runs on the device.
+
+With ``NPU_SHIM_SIM_COMPUTE=1`` at import (compute mode, :mod:`torch_npu._compute`), tensors can live
+on ``npu:0`` and compute on the CPU, ``npu_fusion_attention`` has a reference implementation
+(:mod:`torch_npu._kernels`), and ``torch_npu.contrib.transfer_to_npu`` sends CUDA code to the device.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, NoReturn
 
 SIMULATED = True
@@ -23,9 +28,12 @@ def _autoload() -> None:
 # `import torch` finds the entry point and calls _autoload on this half-initialised module.
 import torch  # noqa: E402
 
-from torch_npu import npu  # noqa: E402
+from torch_npu import _compute, npu  # noqa: E402
 
-if torch._C._get_privateuse1_backend_name() != "npu":
+if _compute.requested():
+    _compute.enable(npu)
+    _compute.attach_kernels(sys.modules[__name__])
+elif torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", npu)
 

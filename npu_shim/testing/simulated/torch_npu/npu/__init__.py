@@ -1,7 +1,9 @@
 """SIMULATED ``torch.npu`` device module, from npu_shim.testing: reports an NPU, runs nothing.
 
 ``device_count() == 0`` keeps verl's ``set_random_seed`` away from Megatron's
-CUDA RNG tracker, which would need a real device.
+CUDA RNG tracker, which would need a real device. In compute mode
+(``NPU_SHIM_SIM_COMPUTE=1``) ``torch_npu._compute`` replaces these answers: one
+device, RNG state, memory figures, streams and events.
 """
 
 from __future__ import annotations

@@ -1,26 +1,25 @@
-"""Backport of the critic's forward keyword from verl #5870 ("[megatron] fix: support critic model", in 0.8.0).
+"""Backport of verl #5870 ("[megatron] fix: support critic model", in 0.8.0): the critic's forward keyword.
 
-Mirrors: ``MegatronEngineWithValueHead.forward_step`` as #5870 left it: the model's forward is
-asked for ``data_format="thd"`` (``use_remove_padding``) or ``"bshd"``, as the LM engine's is.
-Missing when: ``forward_step`` is exactly verl 0.7.1's (PyPI, and the ``release/v0.7.1`` branch
-that verl's v0.7.1 Ascend image installs: same code), which passes ``enable_mtp=`` to
-``gptmodel_forward_no_padding``, a function that takes ``mtp_enable_train=``. Every value
-forward there, on any device, dies with ``TypeError: gptmodel_forward_no_padding() got an
-unexpected keyword argument 'enable_mtp'``: the critic the value engine fix builds cannot
-compute a value. 0.6.x and 0.7.0 pass neither keyword (not applicable), 0.8.0 and later have
-#5870 (native).
-Does: replaces ``forward_step`` on verl's ``MegatronEngineWithValueHead`` (so every engine
-derived from it, npu_shim's ``MindspeedEngineWithValueHead`` included) with
-:func:`value_forward_step`. MTP is a language-model head: a value model never trains one, and
-0.7.1's LM engine passes ``mtp_enable_train`` itself.
+Mirrors: ``MegatronEngineWithValueHead.forward_step`` as #5870 left it: the model's forward is asked
+for ``data_format="thd"`` (``use_remove_padding``) or ``"bshd"``, as the LM engine's is.
+Missing when: ``forward_step`` is exactly verl 0.7.1's (PyPI, and the ``release/v0.7.1`` branch that
+verl's v0.7.1 Ascend image installs: the same code). It passes ``enable_mtp=`` to
+``gptmodel_forward_no_padding``, which takes ``mtp_enable_train=``: every value forward dies with
+``TypeError: gptmodel_forward_no_padding() got an unexpected keyword argument 'enable_mtp'``, on any
+device, so the critic the value engine fix builds cannot compute a value. 0.6.x and 0.7.0 pass
+neither keyword (not applicable); 0.8.0 and later have #5870 (native).
+Does: sets :func:`value_forward_step` on ``MegatronEngineWithValueHead`` (so on every engine derived
+from it, npu_shim's ``MindspeedEngineWithValueHead`` included). MTP is a language-model head: a value
+model never trains one.
 
 Not carried from #5870, and why (README, "Not carried"):
-- ``tie_word_embeddings = False`` for value models before the model is built: at one pipeline
-  stage the value head replaces the output layer and ignores the shared weight, so values and
-  training are the same either way (measured); it matters at pipeline parallelism > 1, where the
-  last stage's value head is all-reduced with the first stage's embedding (the hang #5870 names).
-- The bshd/PP > 1 change is in ``postprocess_bshd_engine``, which 0.7.1 does not have.
-- mbridge's value-model initialisation is mbridge's own fix (mbridge PR 115, in mbridge 0.15).
+- ``tie_word_embeddings = False`` for value models before the model is built. With mbridge 0.15.1
+  (PyPI's newest) a critic from a tied checkpoint fails in ``initialize()`` with the same
+  ``ValueError: Weights set() not found in safetensors files`` on 0.7.1 with the shim and on 0.8.0,
+  which has the change: mbridge fixes its weight mapping when the bridge is made, before the engine
+  unties (mbridge PR 115, not released on PyPI). Untying alone changes nothing a test here shows;
+  it matters at pipeline parallelism > 1.
+- The bshd change for PP > 1 is in ``postprocess_bshd_engine``, which 0.7.1 does not have.
 - The critic config's move to ``HFModelConfig`` is the trainer's, which 0.7.1's legacy critic avoids.
 """
 
@@ -34,10 +33,11 @@ from npu_shim.changes import ChangeSet
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 from npu_shim.layout import VerlLayout
 
-NAME = "critic_forward_step"
+NAME = "megatron_critic"
 CLASS_NAME = "MegatronEngineWithValueHead"
+FORWARD = "forward_step"
 # `scripts/fingerprints.py <wheels> --member verl/workers/engine/megatron/transformer_impl.py
-#  --function MegatronEngineWithValueHead.forward_step`; release/v0.7.1's file gives 0.7.1's print.
+#  --function MegatronEngineWithValueHead.forward_step`; release/v0.7.1's file prints as 0.7.1.
 VERL_0_7_1: fingerprint.KnownCode = {
     (3, 10): {"1a144b1a5e915f81d3e03e7d1702b0b3": "0.7.1"},
     (3, 11): {"abc55be5e223c7adfc3cdd00b9aa7f04": "0.7.1"},
@@ -79,7 +79,7 @@ def value_forward_step(self: Any, batch_iter: Any, model: Any, postprocess_micro
     return values, partial(postprocess_micro_batch_func, data=batch)
 
 
-value_forward_step.__qualname__ = f"{CLASS_NAME}.forward_step"  # where it lives once applied
+value_forward_step.__qualname__ = f"{CLASS_NAME}.{FORWARD}"  # where it lives once applied
 mark_as_ours(value_forward_step)
 
 
@@ -87,15 +87,14 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
     engine_class = getattr(layout.megatron_impl, CLASS_NAME, None)
     if engine_class is None:
         return Outcome(NAME, NOT_APPLICABLE, f"verl has no {CLASS_NAME} (did verl's Megatron engine import?)")
-    current = engine_class.__dict__.get("forward_step")
+    current = engine_class.__dict__.get(FORWARD)
     if is_ours(current):
-        return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME}.forward_step is npu_shim's, set earlier in this process")
+        return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME}.{FORWARD} is npu_shim's, set earlier in this process")
     if fingerprint.known_release(current, VERL_0_7_1):
-        changes.setattr(engine_class, "forward_step", value_forward_step)
-        why = f"{CLASS_NAME}.forward_step (verl 0.7.1's) now passes data_format, not enable_mtp"
-        return Outcome(NAME, APPLIED, why)
+        changes.setattr(engine_class, FORWARD, value_forward_step)
+        return Outcome(NAME, APPLIED, f"{CLASS_NAME}.{FORWARD} (verl 0.7.1's) now passes data_format, not enable_mtp")
     if release := fingerprint.known_release(current, WITH_5870):
-        return Outcome(NAME, NATIVE, f"{CLASS_NAME}.forward_step passes data_format (verl #5870, in {release})")
+        return Outcome(NAME, NATIVE, f"{CLASS_NAME}.{FORWARD} passes data_format (verl #5870, in {release})")
     if release := fingerprint.known_release(current, WITHOUT_THE_KEYWORD):
-        return Outcome(NAME, NOT_APPLICABLE, f"{CLASS_NAME}.forward_step of verl {release} passes no enable_mtp")
-    return Outcome(NAME, NOT_APPLICABLE, f"{CLASS_NAME}.forward_step is not verl 0.7.1's; left as verl ships it")
+        return Outcome(NAME, NOT_APPLICABLE, f"{CLASS_NAME}.{FORWARD} of verl {release} passes no enable_mtp")
+    return Outcome(NAME, NOT_APPLICABLE, f"{CLASS_NAME}.{FORWARD} is not verl 0.7.1's; left as verl ships it")

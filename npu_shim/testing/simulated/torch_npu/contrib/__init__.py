@@ -1,0 +1,1 @@
+"""SIMULATED ``torch_npu.contrib`` (see ``transfer_to_npu``)."""

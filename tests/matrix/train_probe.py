@@ -1,0 +1,573 @@
+"""Train verl's Megatron critic and actor engines on a simulated NPU that computes; write a JSON report.
+
+``train_probe.py MODE OUT [--roles critic,actor] [--steps N]`` runs in a fresh interpreter (see
+:func:`start`), under one activation MODE of the shim (``probe.MODES``), on one gloo rank, with the
+simulated NPU in compute mode (``NPU_SHIM_SIM_COMPUTE=1``: npu tensors compute on the CPU). Per role:
+
+- ``critic``: ``EngineRegistry.new("value_model", "megatron", ...)`` with verl's own config classes
+  (bf16), ``initialize()``, ``infer_batch`` (per-token values), then N ``train_batch`` steps with
+  verl's ``value_loss`` on one fixed batch, each followed by an lr scheduler step;
+- ``actor``: the same for ``language_model``: log-probs (and entropy), then verl's ``ppo_loss``
+  (PPO clipped loss, old log-probs = the log-probs just inferred, fixed seeded advantages).
+
+Each role is compared with a reference computed without verl: Hugging Face Qwen2 (Qwen3 on verl 0.6.x,
+see :func:`model_family`) on the plain CPU, with the weights the engine loaded from the model directory
+(the critic's value head is read out of the engine after ``initialize()``: mbridge initialises it). The
+report keeps the keys of ``probe.load_verl`` and adds ``roles``; an error is reported with the stage it
+stopped at.
+
+verl 0.6.x differs (each difference is detected by what verl has, see :func:`legacy_engine` and
+:func:`verl_utils`): its engine needs ``use_mbridge=True`` and a Qwen3 model, its engine config has no
+micro-batch fields (the batch carries them), its fixed-size micro-batches fail on no-padding batches
+(:func:`fixed_size_micro_batches`: dynamic ones instead), and its padding and loss helpers live in
+``verl.workers.roles.utils``. It pairs with megatron-core 0.12.1 (MindSpeed ``2.3.0_core_r0.12.1``).
+
+Why the results differ from the reference at all: the engine computes in bf16, the reference in
+float32 on the same weights, so each of the engine's roundings to bf16 (a relative step of 2**-8)
+shows; the per-token values and log-probs agree to within a few bf16 steps (``TOLERANCE``), not bit
+for bit. Runs of the same engine with and without the shim are compared bit for bit through
+``weights_sha256`` (the final weights), the losses and the gradient norms.
+
+verl's entropy (``vocab_parallel_entropy``) calls a ``torch.compile``d helper; it runs eagerly here
+because the MindSpeed stand-in replaces ``torch.compile`` with the function itself, as real
+MindSpeed does on an NPU (Inductor would take the routed ``torch.cuda`` for a real CUDA and fail).
+
+``--skip-fix NAME[,NAME]`` (with the shim loaded) makes those fixes of the shim stand aside in this process,
+as if the shim did not carry them: to show what a fix is for (``megatron_critic`` on verl 0.7.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import probe
+from probe import MODES, ROOT, init_single_rank, load_verl
+
+COMPUTE_VARIABLE = "NPU_SHIM_SIM_COMPUTE"
+ROLES = ("critic", "actor")
+MODEL_TYPES = {"critic": "value_model", "actor": "language_model"}
+SEED = 1234
+VOCAB, HIDDEN, LAYERS = 256, 64, 2
+PROMPT_LENGTH, RESPONSE_LENGTH = 6, 5
+PAD = 0
+LEARNING_RATE = 1e-4  # at 1e-3 Adam overshoots on this one batch (the critic's loss rises); 1e-4 descends
+# The reference runs in float32 on the same (bf16) weights, so a difference is the engine's own bf16
+# rounding. The outputs compared sit where one bf16 step is 2**-8 (values up to ~0.83; the logits behind
+# the log-probs, which are taken in float32, are smaller): four such steps, 2**-6 ~= 0.0156, is the
+# tolerance. Measured: at most 0.0087 (critic, verl 0.9.1), 0.0032 (critic, 0.8.0), 0.0031 (actor). What it
+# catches (measured on the reference itself): pads attended to move log-probs by 0.09. What it cannot: a
+# position off by one moves them by only 0.001 with these small random weights.
+TOLERANCE = 2**-6
+
+
+def start(mode: str, output: Path, *options: str, **variables: str) -> subprocess.Popen[str]:
+    """Run this file under one activation in a fresh interpreter, as ``probe.start`` does, in compute mode."""
+    return probe.start(mode, output, *options, script=__file__, **{COMPUTE_VARIABLE: "1", **variables})
+
+
+# --- the model directory and the batch ------------------------------------------------------------
+
+
+def legacy_engine() -> bool:
+    """verl 0.6.x's Megatron engine, told apart by what it has: ``use_mbridge`` off by default.
+
+    That engine (before #4528, in 0.7.0) runs its legacy ``hf_to_mcore_config`` on every model, mbridge or not,
+    and its non-mbridge model path imports ``flash_attn`` and ``apex`` for the value head (absent on an NPU).
+    """
+    from verl.workers.config import McoreEngineConfig
+
+    use_mbridge = McoreEngineConfig.__dataclass_fields__.get("use_mbridge")
+    return use_mbridge is not None and use_mbridge.default is False
+
+
+def model_family() -> str:
+    """Qwen2; Qwen3 on verl 0.6.x, whose legacy converter knows ``Qwen3ForTokenClassification`` but not Qwen2's."""
+    return "Qwen3" if legacy_engine() else "Qwen2"
+
+
+def write_model_dir(directory: Path, role: str, family: str | None = None) -> Path:
+    """A tiny Qwen2 (or Qwen3) with seeded random weights (safetensors) and a word-level tokenizer; no download."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    family = family or model_family()
+    directory.mkdir(parents=True, exist_ok=True)
+    heads = 4
+    config = getattr(transformers, f"{family}Config")(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=2 * HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=heads,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        # mbridge 0.15.1 cannot load a value model from a tied checkpoint, on any verl (megatron_critic's notes)
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+        pad_token_id=PAD,
+        # Qwen3's head_dim defaults to 128 whatever the width; Qwen2 derives 16 (its config.json left as it was)
+        **({"head_dim": HIDDEN // heads} if family == "Qwen3" else {}),
+    )
+    torch.manual_seed(SEED)
+    model = getattr(transformers, f"{family}ForCausalLM")(config).to(torch.bfloat16)
+    model.save_pretrained(directory, safe_serialization=True)
+    if role == "critic":  # verl makes a value model of what config.json calls a token classifier
+        config_file = directory / "config.json"
+        written = json.loads(config_file.read_text(encoding="utf-8"))
+        written.update(architectures=[f"{family}ForTokenClassification"], num_labels=1)
+        config_file.write_text(json.dumps(written, indent=2), encoding="utf-8")
+    vocabulary = {f"t{index}": index for index in range(VOCAB)}
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocabulary, unk_token="t1")),
+        pad_token="t0",
+        unk_token="t1",
+        eos_token="t2",
+    )
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def padded_batch() -> dict[str, Any]:
+    """Two sequences, left-padded prompts and right-padded responses, as verl's rollout hands them over."""
+    import torch
+
+    generator = torch.Generator().manual_seed(SEED)
+    batch = 2
+    prompts = torch.randint(3, VOCAB, (batch, PROMPT_LENGTH), generator=generator)
+    responses = torch.randint(3, VOCAB, (batch, RESPONSE_LENGTH), generator=generator)
+    prompt_mask = torch.ones(batch, PROMPT_LENGTH, dtype=torch.long)
+    response_mask = torch.ones(batch, RESPONSE_LENGTH, dtype=torch.long)
+    prompt_mask[0, :2] = 0  # sequence 0: two left pads in its prompt
+    response_mask[1, -2:] = 0  # sequence 1: two right pads after its response
+    prompts[prompt_mask == 0] = PAD
+    responses[response_mask == 0] = PAD
+    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+    return {
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": torch.cat([prompts, responses], dim=1),
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "response_mask": response_mask,
+    }
+
+
+def role_tensors(role: str, padded: dict[str, Any]) -> dict[str, Any]:
+    """What the trainer adds for training: returns (critic), advantages (actor)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(SEED + 1)
+    shape = padded["response_mask"].shape
+    if role == "critic":
+        return {"returns": torch.randn(shape, generator=generator)}
+    return {"advantages": torch.randn(shape, generator=generator)}
+
+
+def engine_data(padded: dict[str, Any], extra: dict[str, Any], **non_tensor: Any) -> Any:
+    """verl's no-padding TensorDict, built as the trainer builds it (``left_right_2_no_padding``)."""
+    from verl.utils import tensordict_utils as tu
+
+    left_right_2_no_padding = verl_utils("padding").left_right_2_no_padding
+    data = tu.get_tensordict({**padded, **extra}, non_tensor_dict={"temperature": 1.0})
+    data = left_right_2_no_padding(data)
+    defaults = {
+        "use_remove_padding": True,
+        "use_dynamic_bsz": not fixed_size_micro_batches(),
+        "micro_batch_size_per_gpu": 2,
+        "max_token_len_per_gpu": 4096,
+        "use_fused_kernels": False,
+    }
+    tu.assign_non_tensor(data, **{**defaults, **non_tensor})
+    return data
+
+
+def fixed_size_micro_batches() -> bool:
+    """Whether verl can cut this batch into fixed-size micro-batches: not on 0.6.x (verl issue #4737).
+
+    0.6.x cuts them with ``TensorDict.split``, which the jagged (no-padding) tensors refuse: ``RuntimeError:
+    split_with_sizes(): not supported for NestedTensor on dim=0``, on any device. 0.7.0 cuts them with
+    ``tensordict_utils.chunk_tensordict``. On 0.6.x the batch asks for dynamic micro-batches instead
+    (``max_token_len_per_gpu`` holds both sequences: one micro-batch, as with the fixed size 2).
+    """
+    from verl.utils import tensordict_utils as tu
+
+    return hasattr(tu, "chunk_tensordict")
+
+
+def verl_utils(name: str) -> Any:
+    """verl's ``padding`` or ``losses`` module: ``verl.workers.utils``; on 0.6.x ``verl.workers.roles.utils``."""
+    import importlib
+    from importlib.util import find_spec
+
+    home = "verl.workers.utils" if find_spec("verl.workers.utils") is not None else "verl.workers.roles.utils"
+    return importlib.import_module(f"{home}.{name}")
+
+
+# --- the engines ----------------------------------------------------------------------------------
+
+
+def build_engine(role: str, model_dir: Path, steps: int) -> Any:
+    import torch
+    from verl.trainer.config import CheckpointConfig
+    from verl.workers.config import HFModelConfig, McoreEngineConfig, McoreOptimizerConfig
+    from verl.workers.engine import EngineRegistry
+
+    model_config = HFModelConfig(path=str(model_dir))
+    if hasattr(model_config, "model_type"):  # 0.8.0 on: verl's TrainingWorker tells the engine it is a critic
+        model_config.model_type = MODEL_TYPES[role]
+    options = {}
+    vanilla_mbridge = McoreEngineConfig.__dataclass_fields__.get("vanilla_mbridge")
+    if vanilla_mbridge is not None and vanilla_mbridge.default is False:
+        # 0.9.x defaults to Megatron-Bridge, which needs Transformer Engine's CUDA build: mbridge instead
+        options["vanilla_mbridge"] = True
+    if legacy_engine():
+        # 0.6.x: mbridge is off by default, and the model path without it imports flash_attn and apex (the
+        # value head's LinearForLastLayer), which NPU images do not have: a 0.6.x user turns mbridge on
+        options["use_mbridge"] = True
+    settings = {
+        "micro_batch_size_per_gpu": 2,
+        "infer_micro_batch_size_per_gpu": 2,
+        "use_remove_padding": True,
+        "sequence_parallel": False,
+        "use_dist_checkpointing": False,
+        "dtype": "bfloat16",
+        **options,
+    }
+    # 0.6.x's engine config has no micro-batch or padding fields: the batch carries them (engine_data)
+    engine_config = McoreEngineConfig(
+        **{key: value for key, value in settings.items() if key in McoreEngineConfig.__dataclass_fields__}
+    )
+    optimizer_config = McoreOptimizerConfig(lr=LEARNING_RATE, total_training_steps=4 * max(steps, 1), clip_grad=1.0)
+    torch.manual_seed(SEED)
+    return EngineRegistry.new(
+        MODEL_TYPES[role], "megatron", model_config, engine_config, optimizer_config, CheckpointConfig()
+    )
+
+
+def loss_function(role: str, model_config: Any) -> Any:
+    from functools import partial
+
+    from verl.workers.config import CriticConfig, McoreActorConfig
+
+    losses = verl_utils("losses")
+    ppo_loss, value_loss = losses.ppo_loss, losses.value_loss
+    if role == "critic":
+        # #5870 (0.8.0) renamed the critic's model_config field to model
+        model_field = "model" if "model_config" not in CriticConfig.__dataclass_fields__ else "model_config"
+        config = CriticConfig(
+            strategy="megatron",
+            ppo_micro_batch_size_per_gpu=2,
+            rollout_n=1,
+            cliprange_value=0.5,
+            **{model_field: model_config},
+        )
+        return partial(value_loss, config=config)
+    config = McoreActorConfig(
+        strategy="megatron", ppo_micro_batch_size_per_gpu=2, rollout_n=1, use_kl_loss=False, model_config=model_config
+    )
+    return partial(ppo_loss, config=config)
+
+
+def output_tensor(role: str, output: Any) -> Any:
+    from verl.utils import tensordict_utils as tu
+
+    model_output = output["model_output"]
+    key = "values" if role == "critic" else "log_probs"
+    return model_output[key] if isinstance(model_output, dict) else tu.get(model_output, key)
+
+
+def weights(engine: Any) -> dict[str, Any]:
+    """The engine's parameters by name, as CPU float32 copies (the simulated npu's inner tensors)."""
+    found = {}
+    for index, chunk in enumerate(engine.module):
+        for name, parameter in chunk.named_parameters():
+            found[f"{index}.{name}"] = parameter.detach().cpu().float().clone()
+    return found
+
+
+def digest(parameters: dict[str, Any]) -> str:
+    sha = hashlib.sha256()
+    for name in sorted(parameters):
+        sha.update(name.encode())
+        sha.update(parameters[name].numpy().tobytes())
+    return sha.hexdigest()
+
+
+def value_head(parameters: dict[str, Any]) -> Any:
+    names = [name for name in parameters if name.endswith("output_layer.weight")]
+    if len(names) != 1:
+        raise RuntimeError(f"no single value head among the engine's parameters: {names}")
+    return parameters[names[0]]
+
+
+def core_attention(engine: Any) -> str | None:
+    """The attention the model's layers run: its class, and the function its forward is."""
+    for module in engine.module[0].modules():
+        if type(module).__name__.endswith("DotProductAttention") or hasattr(module, "softmax_scale"):
+            forward = type(module).forward
+            function = getattr(forward, "__wrapped__", forward)
+            cls = type(module)
+            return f"{cls.__module__}.{cls.__qualname__} / {function.__module__}.{function.__qualname__}"
+    return None
+
+
+def current_lr(engine: Any) -> float:
+    return float(engine.optimizer.param_groups[0]["lr"])
+
+
+# --- the reference, without verl ------------------------------------------------------------------
+
+
+def causal_lm_class(model_dir: Path) -> Any:
+    """Hugging Face's causal LM class of the model directory's family (a critic's config.json names a classifier).
+
+    Hugging Face's own code: verl 0.6.x, on importing ``verl`` on an NPU, replaces the Qwen2/Qwen3 modules' RMSNorm,
+    MLP and rotary functions with torch_npu kernels (``verl.models.transformers.npu_patch``), in this process. Then
+    the class comes from a private copy of its modelling module, executed afresh, which verl has not touched.
+    """
+    import importlib
+    import importlib.util
+    import sys
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))["model_type"]
+    module_name = f"transformers.models.{model_type}.modeling_{model_type}"
+    assert model_type in CONFIG_MAPPING_NAMES, model_type
+    if "verl.models.transformers.npu_patch" not in sys.modules:
+        module = importlib.import_module(module_name)
+    else:
+        spec = importlib.util.find_spec(module_name)
+        assert spec is not None and spec.loader is not None, module_name
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return getattr(module, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
+
+
+def dtype_keyword() -> str:
+    """``from_pretrained``'s keyword for the dtype: ``dtype`` from transformers 4.56, ``torch_dtype`` before (0.6.x)."""
+    import transformers
+    from packaging.version import Version
+
+    return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+
+
+def reference(role: str, model_dir: Path, padded: dict[str, Any], head: Any | None) -> Any:
+    """Per-token values (critic) or log-probs of each next token (actor), padded like verl's output."""
+    import torch
+
+    model = causal_lm_class(model_dir).from_pretrained(
+        model_dir, attn_implementation="eager", **{dtype_keyword(): torch.float32}
+    )
+    model.eval()
+    input_ids, attention_mask = padded["input_ids"], padded["attention_mask"]
+    with torch.no_grad():
+        hidden = model.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=padded["position_ids"]
+        ).last_hidden_state  # [B, S, H], bf16
+        if role == "critic":
+            per_token = torch.nn.functional.linear(hidden, head.to(hidden.dtype)).squeeze(-1)  # [B, S]
+        else:
+            logits = model.lm_head(hidden).float()
+            log_probs = torch.log_softmax(logits[:, :-1], dim=-1)
+            per_token = log_probs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+            per_token = torch.nn.functional.pad(per_token, (0, 1))  # output at t scores token t+1
+    # verl's no_padding_2_padding: the response's entries come from positions one before each response token
+    shifted = per_token[:, PROMPT_LENGTH - 1 : PROMPT_LENGTH - 1 + RESPONSE_LENGTH]
+    return shifted * padded["response_mask"]
+
+
+def to_padded(role: str, tensor: Any, data: Any) -> Any:
+    return verl_utils("padding").no_padding_2_padding(tensor, data).float().cpu()
+
+
+# --- one role -------------------------------------------------------------------------------------
+
+
+def skip_fixes(names: list[str]) -> None:
+    """Make the shim's fixes ``names`` stand aside in this process (before verl is imported, so before they apply)."""
+    import importlib
+
+    import npu_shim  # noqa: F401  (first, by its own name: importing a module of ours alone activates nothing)
+    from npu_shim.fixes import NOT_APPLICABLE, Outcome
+
+    for name in names:
+        fix = importlib.import_module(f"npu_shim.fixes.{name}")
+        fix.apply = lambda target, changes, name=name: Outcome(name, NOT_APPLICABLE, "skipped by --skip-fix")
+
+
+def blank_result() -> dict[str, Any]:
+    return {
+        "stage": "build",
+        "error": None,
+        "output_shape": None,
+        "output_device": None,
+        "max_abs_diff": None,
+        "tolerance_note": None,
+        "losses": [],
+        "grad_norms": None,
+        "weights_changed": None,
+        "weights_sha256": None,
+        "lr": None,
+        "seconds": None,
+    }
+
+
+def infer(role: str, engine: Any, model_dir: Path, padded: dict[str, Any], head: Any, result: dict[str, Any]) -> Any:
+    """``infer_batch`` as the trainer calls it; the output, padded to the responses, compared with the reference."""
+    infer_data = engine_data(padded, {}, compute_loss=False, calculate_entropy=role == "actor")
+    with engine.eval_mode():
+        output = engine.infer_batch(infer_data, loss_function=None)
+    produced = output_tensor(role, output)
+    result["output_device"] = str(produced.device)
+    result["output_shape"] = list(produced.values().shape if produced.is_nested else produced.shape)
+    ours = to_padded(role, produced, infer_data)
+    expected = reference(role, model_dir, padded, head)
+    mask = padded["response_mask"].bool()
+    result["max_abs_diff"] = float((ours - expected).abs()[mask].max())
+    result["reference_max_abs"] = float(expected.abs()[mask].max())
+    result["tolerance"] = TOLERANCE
+    result["tolerance_note"] = (
+        f"max |verl on the simulated NPU (bf16) - Hugging Face on the CPU (float32)| over {int(mask.sum())} "
+        f"valid response tokens; {TOLERANCE} is four bf16 steps at outputs under 1"
+    )
+    if role == "actor":
+        model_output = output["model_output"]
+        result["entropy_computed"] = isinstance(model_output, dict) and model_output.get("entropy") is not None
+    return ours
+
+
+def train(role: str, engine: Any, padded: dict[str, Any], inferred: Any, steps: int, result: dict[str, Any]) -> None:
+    """``steps`` times ``train_batch`` on one batch with verl's loss, each followed by an lr scheduler step."""
+    extra = role_tensors(role, padded)
+    # the trainer's own order: old values / old log-probs are what the engine just inferred
+    extra["values" if role == "critic" else "old_log_probs"] = inferred.clone()
+    lr_before = lr_after = current_lr(engine)
+    loss = loss_function(role, engine.model_config)
+    grad_norms: list[float] = []
+    for _ in range(steps):
+        data = engine_data(padded, extra, global_batch_size=2)
+        with engine.train_mode():
+            output = engine.train_batch(data, loss_function=loss)
+        lr_after = float(engine.lr_scheduler_step())
+        result["losses"].append(float(sum(_as_float(value) for value in _as_list(output["loss"]))))
+        metrics = output.get("metrics", {})
+        if "grad_norm" in metrics:
+            grad_norms.extend(_as_float(value) for value in _as_list(metrics["grad_norm"]))
+    result["grad_norms"] = grad_norms or None
+    result["lr"] = [lr_before, lr_after]
+
+
+def run_role(role: str, directory: Path, steps: int) -> dict[str, Any]:
+    import torch
+
+    result = blank_result()
+    began = time.perf_counter()
+    try:
+        model_dir = write_model_dir(directory / role, role)
+        engine = build_engine(role, model_dir, steps)
+        result["engine"] = f"{type(engine).__module__}.{type(engine).__qualname__}"
+        result["stage"] = "initialize"
+        engine.initialize()
+        result["core_attention"] = core_attention(engine)
+        before = weights(engine)
+        padded = padded_batch()
+        result["stage"] = "infer"
+        inferred = infer(role, engine, model_dir, padded, value_head(before) if role == "critic" else None, result)
+        result["stage"] = "train"
+        train(role, engine, padded, inferred, steps, result)
+        after = weights(engine)
+        result["weights_changed"] = any(not torch.equal(before[name], after[name]) for name in before)
+        result["weights_sha256"] = digest(after)
+        result["stage"] = "done"
+    except Exception as error:  # reported, not raised: the caller's test says what was expected
+        result["error"] = f"{type(error).__name__}: {error}"
+        result["traceback"] = traceback.format_exc().splitlines()[-12:]
+    result["seconds"] = round(time.perf_counter() - began, 2)
+    return result
+
+
+def separate_engines() -> None:
+    """Megatron's parallel state torn down after a role, on verl 0.6.x only: as if each role had its own process.
+
+    0.6.x's ``MegatronEngine._init_device_mesh`` initialises it unconditionally, so a second engine in the same
+    process dies with ``AssertionError: data parallel group is already initialized`` (megatron-core 0.12.1), on
+    any device; 0.7.0 returns when it is initialised. 0.6.x's trainer runs a Megatron critic through the legacy
+    workers, so only custom code that builds two engines in one process meets this.
+    """
+    from megatron.core import parallel_state
+
+    if parallel_state.model_parallel_is_initialized():
+        parallel_state.destroy_model_parallel()
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _as_float(value: Any) -> float:
+    return float(value.item() if hasattr(value, "item") else value)
+
+
+def main(mode: str, roles: list[str], steps: int, skipped: list[str]) -> dict[str, Any]:
+    import torch
+
+    began = time.perf_counter()
+    if skipped:
+        sys.path.insert(0, str(ROOT))
+        skip_fixes(skipped)
+    report = load_verl(mode)
+    compute = getattr(sys.modules.get("torch_npu"), "_compute", None)
+    report["compute_mode"] = bool(compute is not None and compute.enabled())
+    if not report["compute_mode"]:
+        raise SystemExit("the simulated torch_npu is not in compute mode: was torch imported before this script ran?")
+    report["skipped_fix"] = skipped
+    init_single_rank()
+    report["roles"] = {}
+    with tempfile.TemporaryDirectory() as directory:
+        for role in roles:
+            report["roles"][role] = run_role(role, Path(directory), steps)
+            if legacy_engine():
+                separate_engines()
+    torch.distributed.destroy_process_group()
+    report["seconds"] = round(time.perf_counter() - began, 2)
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("output", nargs="?", help="write the JSON report here instead of printing it")
+    parser.add_argument("--roles", default=",".join(ROLES), help="comma-separated: critic, actor")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--skip-fix", metavar="NAMES", default="", help="comma-separated: fixes that stand aside")
+    arguments = parser.parse_args()
+    chosen = [role.strip() for role in arguments.roles.split(",") if role.strip()]
+    unknown = sorted(set(chosen) - set(ROLES))
+    if unknown:
+        raise SystemExit(f"unknown roles {unknown}: use {', '.join(ROLES)}")
+    # torch loads the stand-in torch_npu at `import torch`, which reads the variable: set it before that
+    os.environ[COMPUTE_VARIABLE] = "1"
+    if arguments.skip_fix and arguments.mode == "none":
+        raise SystemExit("--skip-fix needs the shim: use a mode other than none")
+    skipped = [name for name in arguments.skip_fix.split(",") if name]
+    result = main(arguments.mode, chosen, arguments.steps, skipped)
+    text = json.dumps(result, indent=2, default=str)
+    if arguments.output:
+        Path(arguments.output).write_text(text)
+    else:
+        print(text)
