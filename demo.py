@@ -7,7 +7,8 @@ context parallelism 2. They build verl's Megatron critic and actor engines for
 real, with real megatron-core; the NPU is npu_shim.testing's stand-in torch_npu,
 and MindSpeed its stand-in, which records each ``repatch`` and, as MindSpeed does,
 builds the context-parallel ring only if that repatch came before Megatron's
-parallel state.
+parallel state. Two more run verl's critic one PPO step with the simulated NPU computing
+(tests/matrix/train_probe.py): values, then verl's value loss before and after the step.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tests" / "matrix"))  # probe.py: runs verl under one activation and reports
 
 import probe  # noqa: E402
+import train_probe  # noqa: E402
 
 
 def ring_line(ranks: list[dict[str, Any]], engine: str) -> str:
@@ -42,6 +44,16 @@ def engine_line(engine: dict[str, Any]) -> str:
     return f"built; repatch x{len(timing)}, {'/'.join(timing) or '-'} parallel state"
 
 
+def critic_step_line(report: dict[str, Any]) -> str:
+    critic = report["roles"]["critic"]
+    if critic["error"]:
+        where = "not built" if critic["stage"] == "build" else f"failed at {critic['stage']}"
+        return f"{where}: {critic['error'].split(':', 1)[0]}"
+    first, *_, last = critic["losses"]
+    values = f"values on {critic['output_device']}, {critic['max_abs_diff']:.4f} from the reference"
+    return f"{values}; loss {first:.3f} -> {last:.3f}"
+
+
 def rows(report: dict[str, Any]) -> list[str]:
     value = report["value_model"]
     resolved = value["error"].split(":", 1)[0] + " (below)" if "error" in value else value["class"].rsplit(".", 1)[1]
@@ -57,10 +69,13 @@ def rows(report: dict[str, Any]) -> list[str]:
     ]
 
 
+CRITIC_STEPS = 3
+
+
 def main() -> int:
     print("npu_shim demo: verl 0.7.1 from PyPI, real megatron-core, gloo ranks on this CPU.")
     print("The Ascend NPU is SIMULATED (npu_shim.testing's stand-ins for torch_npu and MindSpeed).")
-    print("Building both engines without and with the shim (six interpreters, ~30-90 s) ...\n", flush=True)
+    print("Building both engines, then training the critic, without and with the shim (eight interpreters) ...\n")
     modes = ("none", "sitecustomize")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -72,6 +87,11 @@ def main() -> int:
         cp_ranks = {mode: probe.start_ranks(mode, directory) for mode in modes}
         if not (cp_reports := collect(cp_ranks)):
             return 1
+        options = ("--roles", "critic", "--steps", str(CRITIC_STEPS))
+        outputs = {mode: directory / f"train-{mode}.json" for mode in modes}
+        training = {mode: [(train_probe.start(mode, outputs[mode], *options), outputs[mode])] for mode in modes}
+        if not (trained := collect(training)):
+            return 1
     labels = [
         'get_engine_cls("value_model", "megatron")',
         "critic: EngineRegistry.new(value_model)",
@@ -80,11 +100,13 @@ def main() -> int:
         "verl's files on disk",
         "critic, CP=2 on 2 ranks: MindSpeed's ring",
         "actor, CP=2 on 2 ranks: MindSpeed's ring",
+        f"critic: {CRITIC_STEPS} PPO steps (value loss)",
     ]
     before, after = (
         [
             *rows(reports[mode][0]),
             *(ring_line(cp_reports[mode], engine) for engine in ("value_model", "language_model")),
+            critic_step_line(trained[mode][0]),
         ]
         for mode in modes
     )
