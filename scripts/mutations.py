@@ -123,6 +123,60 @@ MUTATIONS = [
         "    if batch_invariant and int(size) > 2:\n",
     ),
     Mutation(
+        "mindspeed_line: the refusal reads the new engine's CP size only, not the one MindSpeed kept",
+        "npu_shim/mindspeed_line.py",
+        '    size = config.get("context_parallel_size", getattr(current, "context_parallel_size", 1))\n',
+        '    size = config.get("context_parallel_size", 1)\n',
+    ),
+    Mutation(
+        "fingerprint: nested code objects counted by their name alone",
+        "npu_shim/fingerprint.py",
+        '        return ("code", code_fingerprint(value))\n',
+        '        return ("code", value.co_name)\n',
+    ),
+    Mutation(
+        "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
+        "npu_shim/doctor/verl_state.py",
+        '    if report["engine_device"] == "npu" and not report["value_model_megatron_resolves"]:\n',
+        '    if engine_package is not None and report["engine_device"] == "npu" '
+        'and not report["value_model_megatron_resolves"]:\n',
+    ),
+    Mutation(
+        "doctor: a hook that failed while patching reported as one that has not run",
+        "npu_shim/doctor/verl_state.py",
+        "    elif failure is not None:\n"
+        '        module = getattr(hook, "failed_module", None) or "verl"\n'
+        '        state["reason"] = f"the shim failed while patching {module} and left it as it shipped '
+        "({state['failure']})\"\n",
+        "",
+    ),
+    Mutation(
+        "chain (2.7): the first entry without a sitecustomize ends the search",
+        "npu_shim/bootstrap/_npu_shim_chain.py",
+        '        found = imp.find_module("sitecustomize", [entry])\n    except ImportError:\n        return False\n',
+        '        found = imp.find_module("sitecustomize", [entry])\n    except ImportError:\n        return True\n',
+    ),
+    Mutation(
+        "chain (2.7): an ImportError of the user's own sitecustomize reported, which 2.7's site keeps silent",
+        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "        except ImportError:  # 2.7's site swallows any ImportError of sitecustomize, silently\n"
+        "            pass\n",
+        "",
+    ),
+    Mutation(
+        "chain (3.x): an ImportError that names sitecustomize reported, which 3.x's site keeps silent",
+        "npu_shim/bootstrap/_npu_shim_chain.py",
+        '        if not (isinstance(error, ImportError) and error.name == "sitecustomize"):\n'
+        "            _report(error)\n",
+        "        _report(error)\n",
+    ),
+    Mutation(
+        "tests/conftest.py: the guard takes each test's 'before' after collection, as it used to",
+        "tests/conftest.py",
+        "    before = _shim_state()\n    assert before == _AT_START,",
+        "    before = _AT_START = _shim_state()\n    assert before == _AT_START,",
+    ),
+    Mutation(
         "batch_invariant_repatch: 0.8.0's fingerprint for this Python forgotten",
         "npu_shim/fixes/batch_invariant_repatch.py",
         '    (3, 11): {"183ee97a16e586b87e35b9ab591865b4": "0.8.0"},\n',

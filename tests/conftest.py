@@ -1,8 +1,9 @@
 """Having this file here puts tests/ on sys.path, so test modules can import ``helpers``.
 
 It also guards the pytest process itself: importing npu_shim's modules by their full names
-(the kit, the fixes' constants) must leave it as it was, so no test may leave the shim
-activated here or ``PYTHONPATH`` changed. Tests activate the shim in child interpreters.
+(the kit, the fixes' constants) must leave it as it was, so no test, and no test module's
+import, may leave the shim activated here or ``PYTHONPATH`` changed. Tests activate the shim
+in child interpreters.
 """
 
 from __future__ import annotations
@@ -19,9 +20,25 @@ def _shim_state() -> tuple[str | None, str | None]:
     return (shim.activated_via() if shim is not None else None), os.environ.get("PYTHONPATH")
 
 
+# Measured when pytest loads this file, before it collects (imports) any test module: a module whose
+# own import activates the shim or rewrites PYTHONPATH would otherwise be in every test's "before".
+_AT_START = _shim_state()
+_CHANGED = "the pytest process is no longer as pytest started (shim activated via, PYTHONPATH)"
+
+
 @pytest.fixture(autouse=True)
 def _the_test_process_stays_unpatched() -> Iterator[None]:
     before = _shim_state()
+    assert before == _AT_START, f"{_CHANGED} before this test ran (a test module's import?): {_AT_START} -> {before}"
     yield
     after = _shim_state()
-    assert after == before, f"the test left the shim activated in the pytest process: {before} -> {after}"
+    assert after == _AT_START, f"{_CHANGED}: the test left the shim activated: {_AT_START} -> {after}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Also when no test ran after the change (a module imported at collection whose tests were all skipped)."""
+    end = _shim_state()
+    if end != _AT_START:
+        sys.stderr.write(f"\n{_CHANGED} at the end of the session: {_AT_START} -> {end}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

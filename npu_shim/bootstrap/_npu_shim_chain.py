@@ -53,6 +53,8 @@ def _run_python2(entry):
             return False
         try:
             imp.load_module("sitecustomize", source, path, description)
+        except ImportError:  # 2.7's site swallows any ImportError of sitecustomize, silently
+            pass
         except Exception as error:
             _report(error)
         return True
@@ -75,7 +77,9 @@ def _run_python3(entry):
         spec.loader.exec_module(module)
     except Exception as error:
         sys.modules["sitecustomize"] = shims
-        _report(error)
+        # 3.x's site takes an ImportError of that name for "no sitecustomize", and says nothing
+        if not (isinstance(error, ImportError) and error.name == "sitecustomize"):
+            _report(error)
     return True
 
 

@@ -79,13 +79,18 @@ def test_patched_attention_has_no_kernel_behind_it(megatron):
 
 
 def test_unknown_keys_are_stored_and_a_config_that_is_not_a_mapping_fails_as_in_mindspeed(megatron, repatch_calls):
+    from mindspeed.args_utils import get_full_args  # what npu_shim reads (npu_shim.mindspeed_line)
+
     megatron.repatch({"no_such_mindspeed_option": 3})
-    assert megatron.args().no_such_mindspeed_option == 3
+    megatron.repatch({"use_flash_attn": True})  # a later call without the key: MindSpeed keeps what it was given
+    assert get_full_args().no_such_mindspeed_option == 3
+    # the line's own options (how npu_shim tells the lines apart) do not grow with what a call stored
+    assert not hasattr(megatron.args(get_defaults=True), "no_such_mindspeed_option")
     for not_a_mapping in (argparse.Namespace(context_parallel_size=2), ["context_parallel_size", 2]):
         with pytest.raises(AttributeError, match="items"):
             megatron.repatch(not_a_mapping)
     assert not hasattr(megatron.args(), "context_parallel_size"), "a failed call sets nothing"
-    assert len(repatch_calls) == 3, "every call is recorded, the failed ones too"
+    assert len(repatch_calls) == 4, "every call is recorded, the failed ones too"
 
 
 def test_copies_bound_by_from_import_are_patched_and_restored_too(megatron):

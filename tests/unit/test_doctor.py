@@ -216,3 +216,43 @@ def test_an_inactive_fix_says_in_words_what_it_would_do(site, synthetic, tmp_pat
     assert "inactive (would apply)" in text
     assert "inactive (nothing to do here)" in text
     assert "(would not applicable)" not in text
+
+
+def test_a_verl_whose_engine_package_fails_to_import_is_a_problem(site, synthetic, tmp_path):
+    """verl imports, verl.workers.engine does not: every worker that builds an engine dies, shim or not."""
+    tree = synthetic("0.7.1")
+    engine = tree / "verl" / "workers" / "engine" / "__init__.py"
+    engine.write_text('raise ImportError("synthetic: a dependency of the engines is broken")\n' + engine.read_text())
+    report, status = doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
+    assert report["verl"]["importable"] is True
+    broken = "verl.workers.engine did not import: ImportError: synthetic: a dependency of the engines is broken"
+    assert report["verl"]["error"] == broken
+    assert report["value_model_megatron_error"] == broken
+
+
+# A module verl imports through VERL_USE_EXTERNAL_MODULES after npu_shim: one fix raises when the hook applies it.
+BREAK_A_FIX = """
+import npu_shim.fixes.value_engine as _target
+def _broken(*args, **kwargs):
+    raise RuntimeError("injected fault in value_engine")
+_target.apply = _broken
+"""
+
+
+def test_a_hook_that_failed_is_named_in_the_reason(site, synthetic, tmp_path):
+    """Not "the shim's hook has not run": it ran, failed, and left verl as it shipped; the reason says so."""
+    breaker = tmp_path / "breaker"
+    breaker.mkdir()
+    (breaker / "break_a_fix.py").write_text(BREAK_A_FIX)
+    report, status = doctor(
+        [site, breaker, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim,break_a_fix"
+    )
+    assert (status, report["status"]) == (1, "problem")
+    shim = report["shim"]
+    assert (shim["activated_via"], shim["active"]) == ("VERL_USE_EXTERNAL_MODULES", False)
+    assert shim["failure"] == "RuntimeError: injected fault in value_engine"
+    assert shim["reason"] == (
+        "the shim failed while patching verl.workers.engine and left it as it shipped "
+        "(RuntimeError: injected fault in value_engine)"
+    )

@@ -120,10 +120,12 @@ def test_another_environment_still_runs_its_own_later_sitecustomize(installed_sh
     assert (completed.returncode, completed.stderr, completed.stdout.split()) == (0, "", ["True", "False"])
 
 
-def start(python: Path | str, pythonpath: list[Path], cwd: Path, code: str = "pass") -> tuple[int, str, str]:
+def start(
+    python: Path | str, pythonpath: list[Path], cwd: Path, code: str = "pass", **env: str
+) -> tuple[int, str, str]:
     completed = subprocess.run(
         [str(python), "-c", code],
-        env=clean_env(pythonpath, PYTHONDONTWRITEBYTECODE="1"),
+        env=clean_env(pythonpath, PYTHONDONTWRITEBYTECODE="1", **env),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -133,31 +135,81 @@ def start(python: Path | str, pythonpath: list[Path], cwd: Path, code: str = "pa
     return completed.returncode, completed.stdout, completed.stderr
 
 
-# A sitecustomize of the interpreter's own (Python 2.7 syntax), and one that fails as a broken one would.
+# A sitecustomize of the interpreter's own (Python 2.7 syntax), and ones that fail as a broken one would.
 OWN = 'import sys\nsys.stderr.write("own sitecustomize ran\\n")\nOWN = True\n'
 BROKEN = 'raise ValueError("the container\'s own sitecustomize is broken")\n'
+MISSING_IMPORT = "import npu_shim_test_no_such_module\n"  # 2.7's site is silent about any ImportError, 3.x's not
+ABSENT = 'error = ImportError("no sitecustomize")\nerror.name = "sitecustomize"\nraise error\n'  # 3.x: silent too
+OWN_FILES = {"own": OWN, "broken": BROKEN, "missing import": MISSING_IMPORT, "as if absent": ABSENT}
+
+# Python 2.7 syntax: whether the interpreter's own sitecustomize is what `import sitecustomize` gives, and the shim.
+OWN_STATE = (
+    "import sys; sys.stdout.write('%s %s' % "
+    "(getattr(sys.modules.get('sitecustomize'), 'OWN', False), 'npu_shim' in sys.modules))"
+)
+
+
+def site_reports(version: str, kind: str) -> str:
+    """What the interpreter's own ``site`` writes to stderr for that sitecustomize (read from each site.py)."""
+    if kind == "own":
+        return "own sitecustomize ran\n"
+    python2 = version.startswith("2.")
+    if kind == "broken":
+        return (
+            "'import sitecustomize' failed; use -v for traceback\n"
+            if python2
+            else "Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+            "ValueError: the container's own sitecustomize is broken\n"
+        )
+    if kind == "missing import" and not python2:
+        return (
+            "Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+            "ModuleNotFoundError: No module named 'npu_shim_test_no_such_module'\n"
+        )
+    return ""  # 2.7: any ImportError; 3.x: one that names sitecustomize itself
 
 
 @pytest.mark.parametrize("version", OLD)
 @pytest.mark.parametrize("route", ["checkout", "installed bootstrap"])
-@pytest.mark.parametrize("own", [OWN, BROKEN], ids=["own", "broken"])
+@pytest.mark.parametrize("kind", list(OWN_FILES))
 def test_pythons_older_than_3_10_run_their_own_later_sitecustomize_exactly_as_without_the_shim(
-    installed_shim, tmp_path, version, route, own
+    installed_shim, tmp_path, version, route, kind
 ):
     _, site = installed_shim
     shim = ROOT if route == "checkout" else site / "npu_shim" / "bootstrap"
     (tmp_path / "own").mkdir()
-    (tmp_path / "own" / "sitecustomize.py").write_text(own)
+    (tmp_path / "own" / "sitecustomize.py").write_text(OWN_FILES[kind])
     python = pyenv_python(version)
-    code = (  # Python 2.7 syntax
-        "import sys; sys.stdout.write('%s %s' % "
-        "(getattr(sys.modules.get('sitecustomize'), 'OWN', False), 'npu_shim' in sys.modules))"
-    )
-    with_shim = start(python, [shim, tmp_path / "own"], tmp_path, code)
-    without = start(python, [tmp_path / "own"], tmp_path, code)
+    with_shim = start(python, [shim, tmp_path / "own"], tmp_path, OWN_STATE)
+    without = start(python, [tmp_path / "own"], tmp_path, OWN_STATE)
     assert with_shim == without
-    assert with_shim[2] == ("own sitecustomize ran\n" if own == OWN else with_shim[2])
-    assert with_shim[1].split() == (["True", "False"] if own == OWN else ["False", "False"])
+    assert with_shim == (0, "True False" if kind == "own" else "False False", site_reports(version, kind))
+
+
+@pytest.mark.parametrize("version", OLD)
+@pytest.mark.parametrize("route", ["checkout", "installed bootstrap"])
+@pytest.mark.parametrize("where", ["behind an entry without one", "in the user site-packages"])
+def test_pythons_older_than_3_10_find_their_own_sitecustomize_past_entries_without_one(
+    installed_shim, tmp_path, version, route, where
+):
+    """Not only right after the shim's entry: later on PYTHONPATH, or in site-packages behind python27.zip & co."""
+    _, site = installed_shim
+    shim = ROOT if route == "checkout" else site / "npu_shim" / "bootstrap"
+    python = pyenv_python(version)
+    empty, base = tmp_path / "empty", tmp_path / "userbase"
+    empty.mkdir()
+    if where == "in the user site-packages":
+        major_minor = "python" + ".".join(version.split(".")[:2])
+        own = base / "lib" / major_minor / "site-packages"
+        pythonpath = [empty]
+    else:
+        own = tmp_path / "own"
+        pythonpath = [empty, own]
+    own.mkdir(parents=True)
+    (own / "sitecustomize.py").write_text(OWN)
+    with_shim = start(python, [shim, *pythonpath], tmp_path, OWN_STATE, PYTHONUSERBASE=str(base))
+    without = start(python, pythonpath, tmp_path, OWN_STATE, PYTHONUSERBASE=str(base))
+    assert with_shim == without == (0, "True False", "own sitecustomize ran\n")
 
 
 def test_a_python_3_9_venv_runs_the_sitecustomize_in_its_site_packages(tmp_path):

@@ -160,3 +160,19 @@ def test_a_mindspeed_it_cannot_read_gets_upstreams_behaviour(process, monkeypatc
 def test_has_batch_invariant_attention_reads_the_lines_options(process, batch_invariant):
     process(batch_invariant=batch_invariant)
     assert mindspeed_line.has_batch_invariant_attention() is batch_invariant
+
+
+def test_a_context_parallel_size_an_earlier_engine_set_refuses_batch_invariant_attention_later(process):
+    """The critic at CP 2, then the actor with the key at CP 1: MindSpeed still holds CP 2, so the pair is on.
+
+    The shim's repatch hands MindSpeed the CP size only above 1, so the actor's call leaves the
+    critic's 2 in MindSpeed's arguments: the refusal must read them, not the actor's config alone.
+    """
+    mindspeed = process(batch_invariant=True)
+    mindspeed_repatch(EngineConfig(context_parallel_size=2))
+    with pytest.raises(ValueError, match=rf"^override_transformer_config.{KEY}=True with context_parallel_size=2: "):
+        mindspeed_repatch(EngineConfig({KEY: True}))
+    assert len(mindspeed.calls) == 1, "MindSpeed was not asked"
+    # An engine that sets the size back to 1 itself (in its override_transformer_config) gets the pair.
+    mindspeed_repatch(EngineConfig({KEY: True, "context_parallel_size": 1}))
+    assert mindspeed.calls[1] == {KEY: True, "context_parallel_size": 1, "use_flash_attn": False}
