@@ -26,7 +26,8 @@ def _seconds(text: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npu-shim",
-        description="Backports verl's MindSpeed value-head engine (verl #6135) to verl 0.6.x/0.7.x on Ascend NPUs.",
+        description="Carries verl's later Ascend-NPU engine fixes (the MindSpeed value-head engine of #6135 and "
+        "the ones after it) to verl 0.6.x to 0.9.x, at import time, without editing verl.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands.add_parser(
@@ -55,13 +56,14 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout",
         type=_seconds,
         default=600,
-        help="seconds to wait for the probe, connecting to Ray included (default 600)",
+        help="seconds to wait for the probe, connecting to Ray included (default: 600 s)",
     )
     runtime_env = commands.add_parser(
         "runtime-env",
         help="print the Ray runtime_env that gives verl's workers the shim",
         description="Print the runtime_env for `ray job submit --runtime-env-json` and verl's "
-        "+ray_kwargs.ray_init.runtime_env=... override.",
+        "+ray_kwargs.ray_init.runtime_env=... override, for the npu_shim that interpreters started elsewhere "
+        "import (as bootstrap-dir does).",
     )
     runtime_env.add_argument("--json", action="store_true", help="print only the runtime_env, as JSON")
     runtime_env.add_argument(
@@ -84,21 +86,33 @@ def emit(text: str) -> None:
         os.close(devnull)
 
 
-def bootstrap_dir_for_workers() -> str:
-    """The bootstrap directory of the npu_shim that interpreters started elsewhere import.
+def package_dir_for_workers() -> str | None:
+    """The directory of the npu_shim package that interpreters started elsewhere import (None: this one).
 
     ``python -m`` puts the current directory first on sys.path, so inside a checkout this
     process runs the checkout's npu_shim; Ray workers and other directories do not see it.
+    Every command that names a shim for workers (``bootstrap-dir``, ``runtime-env``) asks this.
     """
     from importlib.machinery import PathFinder
 
-    from npu_shim.propagation import bootstrap_dir
-
-    cwd = os.getcwd()
-    elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != cwd]
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # started from a deleted directory: no entry of sys.path can be it
+        cwd = None
+    if cwd is None:  # '' and relative entries would stand for it: keep only absolute ones
+        elsewhere = [entry for entry in sys.path if os.path.isabs(entry)]
+    else:
+        elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != cwd]
     spec = PathFinder.find_spec("npu_shim", elsewhere)
     locations = list(spec.submodule_search_locations or []) if spec and spec.origin else []  # not a namespace
-    return bootstrap_dir(locations[0]) if locations else bootstrap_dir()
+    return locations[0] if locations else None
+
+
+def bootstrap_dir_for_workers() -> str:
+    """The bootstrap directory of the npu_shim that interpreters started elsewhere import."""
+    from npu_shim.propagation import bootstrap_dir
+
+    return bootstrap_dir(package_dir_for_workers())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,7 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "runtime-env":
         from npu_shim import runtime_env
 
-        emit(runtime_env.render(args.route or runtime_env.default_route(), as_json=args.json))
+        package_dir = package_dir_for_workers()
+        route = args.route or runtime_env.default_route(package_dir)
+        emit(runtime_env.render(route, as_json=args.json, package_dir=package_dir))
         return 0
     from npu_shim import doctor
 

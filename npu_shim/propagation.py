@@ -41,10 +41,11 @@ def bootstrap_dir(package_dir: str | None = None) -> str:
     return os.path.join(package_dir, "bootstrap")
 
 
-def with_bootstrap_first(pythonpath: str) -> str:
-    """``pythonpath`` with the bootstrap directory as its first entry, once; other entries kept in order."""
-    first = bootstrap_dir()
-    ours = {first, BOOTSTRAP_DIR}  # a checkout's npu_shim/bootstrap would activate nothing: drop it too
+def with_bootstrap_first(pythonpath: str, bootstrap: str | None = None) -> str:
+    """``pythonpath`` with the bootstrap directory (this shim's, or ``bootstrap``) first, once; others in order."""
+    first = bootstrap or bootstrap_dir()
+    # this shim's own entries go too (a checkout's npu_shim/bootstrap would activate nothing)
+    ours = {first, bootstrap_dir(), BOOTSTRAP_DIR}
     entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry not in ours]
     return os.pathsep.join([first, *entries])
 
@@ -74,15 +75,16 @@ def environ_as_given() -> dict[str, str]:
     return env
 
 
-def ray_runtime_env(runtime_env: dict | None = None) -> dict:
+def ray_runtime_env(runtime_env: dict | None = None, bootstrap: str | None = None) -> dict:
     """A copy of ``runtime_env`` whose workers start with the shim (their own PYTHONPATH kept).
 
     The shim must be installed at the same path on every node, as in a container
-    image; Ray expands ``${PYTHONPATH}`` to the node's own value.
+    image; Ray expands ``${PYTHONPATH}`` to the node's own value. ``bootstrap``: another
+    shim's bootstrap directory than this one's (the one workers import, for ``npu-shim runtime-env``).
     """
     merged = dict(runtime_env or {})
     env_vars = dict(merged.get("env_vars") or {})
-    env_vars["PYTHONPATH"] = with_bootstrap_first(env_vars.get("PYTHONPATH", "${PYTHONPATH}"))
+    env_vars["PYTHONPATH"] = with_bootstrap_first(env_vars.get("PYTHONPATH", "${PYTHONPATH}"), bootstrap)
     merged["env_vars"] = env_vars
     return merged
 

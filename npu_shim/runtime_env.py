@@ -7,12 +7,13 @@ Hydra's override grammar for verl's trainer (``+ray_kwargs.ray_init.runtime_env=
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from typing import Any
 
 from npu_shim.import_route import VERL_MODULES
-from npu_shim.propagation import BOOTSTRAP_DIR, bootstrap_dir, ray_runtime_env, verl_modules_runtime_env
+from npu_shim.propagation import bootstrap_dir, ray_runtime_env, verl_modules_runtime_env
 
 VERL_ROUTE = VERL_MODULES
 PYTHONPATH_ROUTE = "PYTHONPATH"
@@ -23,13 +24,25 @@ _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 _HYDRA_WORDS = frozenset({"true", "false", "null", "nan", "inf"})
 
 
-def default_route() -> str:
-    """verl's own route for an installed shim; a checkout is not importable by workers without PYTHONPATH."""
-    return VERL_ROUTE if bootstrap_dir() == BOOTSTRAP_DIR else PYTHONPATH_ROUTE
+def default_route(package_dir: str | None = None) -> str:
+    """verl's own route for an installed shim; a checkout is not importable by workers without PYTHONPATH.
+
+    ``package_dir``: the npu_shim package the workers import, when it is not this one.
+    """
+    installed = bootstrap_dir(package_dir) == os.path.join(package_dir or _this_package(), "bootstrap")
+    return VERL_ROUTE if installed else PYTHONPATH_ROUTE
 
 
-def runtime_env(route: str) -> dict[str, Any]:
-    return verl_modules_runtime_env() if route == VERL_ROUTE else ray_runtime_env()
+def _this_package() -> str:
+    import npu_shim
+
+    return os.path.dirname(os.path.abspath(npu_shim.__file__))
+
+
+def runtime_env(route: str, package_dir: str | None = None) -> dict[str, Any]:
+    if route == VERL_ROUTE:
+        return verl_modules_runtime_env()
+    return ray_runtime_env(bootstrap=bootstrap_dir(package_dir))
 
 
 def hydra_value(value: Any) -> str:
@@ -56,8 +69,8 @@ def hydra_override(env: dict[str, Any]) -> str | None:
     return None if "${" in text else f"{HYDRA_KEY}={hydra_value(env)}"
 
 
-def render(route: str, as_json: bool) -> str:
-    env = runtime_env(route)
+def render(route: str, as_json: bool, package_dir: str | None = None) -> str:
+    env = runtime_env(route, package_dir)
     if as_json:
         return json.dumps(env)
     override = hydra_override(env)

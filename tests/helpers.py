@@ -112,8 +112,8 @@ TABLE_MARK = "<!-- fixes-by-release: the test reads this table -->"
 
 
 def fixes_by_release() -> dict[str, dict[str, str]]:
-    """The README's table of each fix's verdict, per column (a release, and its Megatron if not 0.16.1)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8").split(TABLE_MARK, 1)[1].strip().splitlines()
+    """docs/fixes.md's table of each fix's verdict, per column (a release, and its Megatron if not 0.16.1)."""
+    text = (ROOT / "docs" / "fixes.md").read_text(encoding="utf-8").split(TABLE_MARK, 1)[1].strip().splitlines()
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text]
     header, body = rows[0], [row for row in rows[2:] if len(row) == len(rows[0])]
     body = body[: next((i for i, row in enumerate(body) if not row[0].startswith("`")), len(body))]

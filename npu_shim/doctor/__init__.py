@@ -9,7 +9,8 @@ worker would (a few seconds), and says what verl looks like there and what the
 shim did. Nothing runs on an accelerator, no process group, no engine.
 
 Modules: ``probe`` (runs in the fresh interpreter or the Ray worker),
-``verl_state`` (verl, the fixes and the registry, inside the probe), ``routes``
+``verl_state`` (verl, the fixes and the registry, inside the probe), ``mindspeed_state`` (what the
+MindSpeed there offers verl), ``routes``
 (which route gave the shim, or why none did), ``ray_probe``, ``render`` (text).
 
 Exit status: 1 when the probed interpreter's verl looks up ``npu`` engines and
@@ -27,7 +28,8 @@ where verl looks up NPU engines).
 - ``status``: ``"ok"``, ``"not judged"`` (no NPU seen), ``"problem"`` (exit 1), ``"not applicable"``
   (no verl) or ``"error"`` (exit 2)
 - ``exit_code`` (int): the doctor's exit status
-- ``probed_in`` (str): ``"a fresh interpreter"`` or ``"a Ray worker of the cluster at ..."``
+- ``probed_in`` (str): ``"a fresh interpreter"`` or ``"a Ray worker of the cluster at ..."`` (the address
+  Ray connected to, ``auto`` resolved; as asked when no worker answered)
 - ``error`` (str|None): why there is no full report; without npu_shim in the probed interpreter
   only ``probe``, ``device`` and the ``value_model_megatron_*`` keys are there
 - ``probe``: what start-up did in the probed interpreter: ``python``, ``python_version``, ``pid``,
@@ -52,9 +54,11 @@ where verl looks up NPU engines).
   ``verdict`` is one of ``"applied"``, ``"already applied"``, ``"native"``,
   ``"not applicable"``, ``"inactive"``; ``would`` (for ``"inactive"`` only) is
   what the shim would do there: ``"apply"``, ``"native"`` or ``"not applicable"``
-- ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool, "batch_invariant_attention": bool|None,
-  "context_parallel_wrapper": bool|None, "meaning": [str]}``: what this MindSpeed line offers verl
-  (None: could not tell), and what that means for the verl seen
+- ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool,
+  "batch_invariant_attention": bool|None, "context_parallel_wrapper": bool|None, "meaning": [str]}``:
+  what this MindSpeed line offers verl (None: could not tell), and what that means for the verl seen;
+  ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch``
+- ``mindspeed_installed`` (bool): whether a ``mindspeed`` package is found there at all (found, not imported)
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
 - ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)
@@ -126,7 +130,8 @@ def collect(ray_address: str | None = None, use_ray: bool = False, timeout: floa
     where = ray_probe.where(ray_address) if use_ray else FRESH_INTERPRETER
     try:
         if use_ray:
-            report = ray_probe.probe_on_ray(ray_address, timeout, shim_parent(), environment_as_given())
+            report, resolved = ray_probe.probe_on_ray(ray_address, timeout, shim_parent(), environment_as_given())
+            where = ray_probe.where(resolved)
         else:
             report = probe_in_fresh_interpreter(timeout)
     except RuntimeError as error:

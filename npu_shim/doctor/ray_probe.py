@@ -53,13 +53,17 @@ def connect_and_probe(address: str | None, deadline: float, timeout: float, shim
         return {"error": f"ray is not importable here ({error})"}
     task = ray.remote(num_cpus=0, max_retries=0)(_probe_function())
     try:
-        ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR")
+        context = ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR")
     except Exception as error:  # ConnectionError when nothing runs there (when Ray gives up at all)
         return {"error": f"could not connect to a Ray cluster at {address or 'auto'}: {error}"}
+    # "auto" names no cluster: the report names the one Ray connected to
+    info = getattr(context, "address_info", None)
+    resolved = (info.get("gcs_address") or info.get("address")) if isinstance(info, dict) else None
     try:
         reference = task.remote(shim_parent)
         try:
-            return {"report": ray.get(reference, timeout=max(deadline - time.time(), 0.1))}
+            report = ray.get(reference, timeout=max(deadline - time.time(), 0.1))
+            return {"report": report, "address": resolved or address or "auto"}
         except GetTimeoutError:
             ray.cancel(reference, force=True)
             return {"error": f"the Ray task did not answer within {timeout:g} s"}
@@ -92,8 +96,11 @@ def _interrupts_raise() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def probe_on_ray(address: str | None, timeout: float, shim_parent: str, env: dict[str, str]) -> dict[str, Any]:
-    """The probe's report from a Ray worker within ``timeout`` s; RuntimeError with a readable message otherwise."""
+def probe_on_ray(
+    address: str | None, timeout: float, shim_parent: str, env: dict[str, str]
+) -> tuple[dict[str, Any], str]:
+    """The probe's report from a Ray worker within ``timeout`` s, and the address of the cluster Ray connected to;
+    RuntimeError with a readable message otherwise."""
     deadline = time.time() + timeout - GRACE
     client = subprocess.Popen(
         [
@@ -124,8 +131,13 @@ def probe_on_ray(address: str | None, timeout: float, shim_parent: str, env: dic
         raise RuntimeError(f"the Ray client exited {client.returncode}: {stderr.strip()[-2000:]}") from None
     if "error" in answer:
         raise RuntimeError(answer["error"])
-    return answer["report"]
+    return answer["report"], answer.get("address") or where_address(address)
+
+
+def where_address(address: str | None) -> str:
+    """The address as asked for (before Ray resolves ``auto``)."""
+    return address or os.environ.get("RAY_ADDRESS") or "auto"
 
 
 def where(address: str | None) -> str:
-    return f"a Ray worker of the cluster at {address or os.environ.get('RAY_ADDRESS') or 'auto'}"
+    return f"a Ray worker of the cluster at {where_address(address)}"

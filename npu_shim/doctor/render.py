@@ -41,14 +41,31 @@ def _probe_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
+def _repatch_text(mindspeed: dict[str, Any], installed: bool) -> str:
+    # The field is about verl's binding (what verl calls), which can be missing while MindSpeed imports fine.
+    if mindspeed["repatch_importable"]:
+        return "bound by verl's MindSpeed engine module" + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")
+    if installed:
+        return (
+            "not bound by verl: its MindSpeed engine module holds no repatch (its guarded import of "
+            "mindspeed.megatron_adaptor failed when verl imported it, or this line has none), though MindSpeed "
+            "is installed"
+        )
+    return "not bound by verl: MindSpeed is not installed here"
+
+
 def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     verl, shim, mindspeed = report["verl"], report["shim"], report["mindspeed"]
+    if verl.get("installed") and not verl["importable"]:
+        # Nothing past `import verl` was read: no device, fixes or MindSpeed to report, only what it means.
+        return [
+            ("verl", f"installed, but {report['value_model_megatron_error']}"),
+            ("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}"),
+        ]
     if verl["importable"]:
         lines = [("verl", f"{verl['version']} ({verl['path']})")]
         if verl["error"]:
             lines.append(("verl error", verl["error"]))
-    elif verl.get("installed"):
-        lines = [("verl", f"installed, but import verl fails: {verl['error']}")]
     else:
         lines = [("verl", f"not installed ({verl['error']}): npu_shim has nothing to do")]
     lines.append(("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}"))
@@ -59,8 +76,7 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         device += f" (engines looked up for {report['engine_device']}: VERL_ENGINE_DEVICE)"
     lines.append(("device", device))
     lines.append(("torch_npu", _torch_npu_text(report["torch_npu"])))
-    repatch = "importable" if mindspeed["repatch_importable"] else "not importable"
-    lines.append(("mindspeed repatch", repatch + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")))
+    lines.append(("mindspeed repatch", _repatch_text(mindspeed, bool(report.get("mindspeed_installed")))))
     found = {True: "yes", False: "no", None: "unknown"}
     features = (
         f"batch-invariant flash attention {found[mindspeed.get('batch_invariant_attention')]}, "
@@ -98,7 +114,7 @@ def render(report: dict[str, Any]) -> str:
     width = max(len(label) for label, _ in lines)
     out = [f"npu_shim {report['npu_shim_version']} doctor: what new interpreters and Ray workers from here get"]
     out += [f"  {label.ljust(width)}  {value}" for label, value in lines]
-    if report.get("fixes"):
+    if report.get("fixes") and (report.get("verl") or {}).get("importable"):
         out.append("fixes:")
         rows = [
             [fix["fix"], fix["verdict"] + (f" ({WOULD[fix['would']]})" if fix["would"] else ""), fix["reason"]]

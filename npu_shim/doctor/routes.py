@@ -22,13 +22,16 @@ from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 PYTHONPATH = "PYTHONPATH"
 
 
-def pythonpath_entries(pythonpath: str | None) -> list[dict[str, Any]]:
-    """Each PYTHONPATH entry: the ``sitecustomize.py`` it holds (or None), and whether that is npu_shim's."""
+def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[dict[str, Any]]:
+    """Each PYTHONPATH entry: the ``sitecustomize.py`` it holds (or None), and whether that is npu_shim's.
+
+    A relative entry is read against ``base`` (default: this process's working directory).
+    """
     entries = []
     for entry in (pythonpath or "").split(os.pathsep):
         if not entry:
             continue
-        candidate = os.path.join(entry, "sitecustomize.py")
+        candidate = os.path.join(base or os.curdir, entry, "sitecustomize.py")
         found = os.path.isfile(candidate)
         entries.append(
             {
@@ -40,6 +43,37 @@ def pythonpath_entries(pythonpath: str | None) -> list[dict[str, Any]]:
     return entries
 
 
+def _caller_directory() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the caller's directory was deleted
+        return None
+
+
+def _relative_entries_reason(probe: dict[str, Any]) -> str | None:
+    """Why a relative PYTHONPATH entry gives the shim to some processes and not others, or None."""
+    pythonpath = probe["environment"].get("PYTHONPATH")
+    relative = [entry for entry in (pythonpath or "").split(os.pathsep) if entry and not os.path.isabs(entry)]
+    if not relative:
+        return None
+    # Python reads a relative entry against each process's own working directory: the probe started in
+    # an empty one, as a Ray worker does; the caller's directory is the one the user may be thinking of.
+    here = _caller_directory()
+    ours_here = [entry["entry"] for entry in pythonpath_entries(pythonpath, here) if entry["npu_shim"]] if here else []
+    names = ", ".join(repr(entry) for entry in relative)
+    if ours_here:
+        absolute = os.path.normpath(os.path.join(here or "", ours_here[0]))
+        return (
+            f"PYTHONPATH entry {ours_here[0]!r} is relative: it is read against each process's working directory; "
+            f"from {here} it holds npu_shim's bootstrap, so only processes started there get the shim (Ray workers "
+            f"start elsewhere); use the absolute path: export PYTHONPATH={absolute}:$PYTHONPATH"
+        )
+    return (
+        f"PYTHONPATH has no npu_shim bootstrap; {names} relative, read against each process's working directory "
+        f"(not one of npu_shim's here either); export PYTHONPATH={bootstrap_dir()}:$PYTHONPATH"
+    )
+
+
 def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
     entries = probe.get("pythonpath_entries") or []
     ours = next((entry["entry"] for entry in entries if entry["npu_shim"]), None)
@@ -49,7 +83,9 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
     if works:
         reason = f"{ours or ran}: its sitecustomize.py activated the shim at start-up"
     elif ours is None:
-        reason = f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={bootstrap_dir()}:$PYTHONPATH)"
+        reason = _relative_entries_reason(probe) or (
+            f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={bootstrap_dir()}:$PYTHONPATH)"
+        )
     elif disabled:
         reason = f"{ours} is on PYTHONPATH, but NPU_SHIM_DISABLE is set"
     elif shadowed_by:
@@ -67,11 +103,19 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
     return {"configured": ours, "works": works, "shadowed_by": shadowed_by, "reason": reason}
 
 
+def names_at_fault(named: str, error: str) -> bool:
+    """Whether ``import verl`` failed on the way ``VERL_USE_EXTERNAL_MODULES`` is written, not in verl itself."""
+    names = named.split(",")
+    # verl imports each comma-separated name exactly as written: a blank or empty one fails, and an error
+    # that quotes one of the names is that import's
+    return any(name != name.strip() or not name for name in names) or any(f"'{name}'" in error for name in names)
+
+
 def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -> dict[str, Any]:
     named = probe["environment"][VERL_EXTERNAL]
     configured = names_npu_shim(named)
     works = configured and probe["activated_after_verl"] == VERL_EXTERNAL and not probe["verl_import_error"]
-    if named and probe["verl_import_error"]:
+    if named and probe["verl_import_error"] and names_at_fault(named, probe["verl_import_error"]):
         reason = (
             f"import verl failed: {probe['verl_import_error']} (verl imports each comma-separated name of "
             f"{VERL_EXTERNAL}={named!r} exactly as written)"
@@ -85,7 +129,7 @@ def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -
     elif probe["activated_at_start"] is not None:
         reason = "set, but the shim was already active from start-up"
     elif probe["verl_import_error"]:
-        reason = f"import verl failed: {probe['verl_import_error']}"
+        reason = f"import verl failed: {probe['verl_import_error']} (verl itself is broken here, shim or not)"
     elif probe["npu_shim_origin"] is None:
         reason = f"npu_shim is not importable by {probe['python']}"
     else:
@@ -94,12 +138,22 @@ def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -
     return {"configured": configured, "works": works, "reason": reason}
 
 
+def _without_hook(route: dict[str, Any], shim: dict[str, Any]) -> None:
+    """A route that activated npu_shim whose import hook could not load gives no shim: one verdict, the shim's."""
+    if route["works"] and shim.get("activated_via") and not shim.get("hook_loaded", True):
+        route.update(works=False, reason=f"it activated npu_shim, but {shim['reason']}")
+
+
 def judge(report: dict[str, Any]) -> dict[str, Any]:
     """The ``routes`` section of the doctor's report, from the probe's report."""
     probe = report["probe"]
-    disabled = bool((report.get("shim") or {}).get("disabled"))
+    shim = report.get("shim") or {}
+    disabled = bool(shim.get("disabled"))
     pythonpath = _pythonpath_route(probe, disabled)
     verl = _verl_route(probe, report, disabled)
+    if (report.get("verl") or {}).get("importable"):  # the hook loads only when verl is imported
+        for route in (pythonpath, verl):
+            _without_hook(route, shim)
     effective = PYTHONPATH if pythonpath["works"] else VERL_EXTERNAL if verl["works"] else None
     for name, route in ((PYTHONPATH, pythonpath), (VERL_EXTERNAL, verl)):
         if effective not in (None, name) and not route["configured"]:  # no hint to set up a second route

@@ -20,8 +20,9 @@ from typing import Any
 
 import npu_shim
 import npu_shim.fixes
-from npu_shim import mindspeed_line
 from npu_shim.changes import ChangeSet
+from npu_shim.doctor import mindspeed_state
+from npu_shim.doctor.routes import names_at_fault
 from npu_shim.fingerprint import known_release
 from npu_shim.fixes import (
     APPLIED,
@@ -241,69 +242,15 @@ def _torch_npu() -> dict[str, Any]:
     }
 
 
-def _mindspeed(layout: VerlLayout) -> dict[str, Any]:
-    """What this MindSpeed offers verl, and what that means here (README, "MindSpeed lines")."""
-    # The `repatch` verl's own module bound: importing mindspeed here could patch Megatron out of order.
-    repatch = getattr(layout.mindspeed_impl, "repatch", None)
-    adaptor = sys.modules.get("mindspeed.megatron_adaptor")
-    result: dict[str, Any] = {
-        "repatch_importable": repatch is not None,
-        "simulated": bool(getattr(adaptor, "SIMULATED", False)),
-        "batch_invariant_attention": mindspeed_line.has_batch_invariant_attention(),
-        "context_parallel_wrapper": None,
-        "meaning": [],
-    }
-    if adaptor is not None:  # verl imported MindSpeed already: reading one more of its modules patches nothing
-        try:
-            cp_utils = importlib.import_module("mindspeed.core.context_parallel.model_parallel_utils")
-            result["context_parallel_wrapper"] = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
-        except Exception as error:
-            logger.debug("MindSpeed's context-parallel utilities did not import: %s", _error(error))
-            result["context_parallel_wrapper"] = False
-    in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
-    result["meaning"] = _mindspeed_meaning(result, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
-    return result
-
-
-def _mindspeed_meaning(mindspeed: dict[str, Any], *, shims_repatch: bool) -> list[str]:
-    """What the MindSpeed found means for this verl, with npu_shim's repatch in place here or not."""
-    if not mindspeed["repatch_importable"]:
-        return [
-            "no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): verl's engine "
-            "config never reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's "
-            "own command-line flags"
-        ]
-    meaning = []
-    if mindspeed["batch_invariant_attention"] is False:
-        meaning.append(
-            "no batch-invariant flash attention (only core_r0.16.0 has it): use_flash_attn_npu_batch_invariant "
-            "does nothing here; "
-            + (
-                "npu_shim keeps fusion attention on for it, with a warning"
-                if shims_repatch
-                else "verl >= 0.9 alone turns fusion attention off for it (Megatron's unfused attention)"
-            )
-        )
-    elif mindspeed["batch_invariant_attention"]:
-        meaning.append(
-            "batch-invariant flash attention: it excludes fusion attention, and once an engine turns it on it is "
-            "on for every engine in the process; "
-            + (
-                "npu_shim turns fusion attention off for it, and for engines built after one that set it, "
-                "and refuses it with context parallelism (it would hide MindSpeed's ring attention)"
-                if shims_repatch
-                else "without npu_shim an engine without the key built after one with it (verl 0.8.0: any engine "
-                "with it) dies with 'the patch of forward exist !'"
-            )
-        )
-    if mindspeed["context_parallel_wrapper"]:
-        meaning.append(
-            "ring context parallelism: MindSpeed must see the CP size before Megatron's parallel state exists "
-            "(the repatch in _init_device_mesh: verl >= 0.8.0, or npu_shim)"
-        )
-    elif mindspeed["context_parallel_wrapper"] is False:
-        meaning.append("no wrapper of initialize_model_parallel: context parallelism is Megatron's own here")
-    return meaning
+def _import_failure(error: str | None) -> str:
+    """Why ``import verl`` failed here, and what that means for the processes that import it."""
+    named = os.environ.get("VERL_USE_EXTERNAL_MODULES")
+    if named and error and names_at_fault(named, error):
+        return f"import verl fails: {error}: verl imports each name of VERL_USE_EXTERNAL_MODULES={named!r} as written"
+    return (
+        f"import verl fails: {error}: verl itself does not import here, so every worker that imports verl "
+        "dies the same way, with the shim or without; npu_shim patches verl only once it imports"
+    )
 
 
 def _verl_installed() -> bool:
@@ -360,13 +307,8 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         "shim": None,
         "layout": {"id": None, "description": None},
         "fixes": [],
-        "mindspeed": {
-            "repatch_importable": False,
-            "simulated": False,
-            "batch_invariant_attention": None,
-            "context_parallel_wrapper": None,
-            "meaning": [],
-        },
+        "mindspeed": mindspeed_state.empty(),
+        "mindspeed_installed": mindspeed_state.installed(),
         "torch_npu": None,
         "device": None,
         "engine_device": None,
@@ -404,7 +346,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
 
     if verl is None:
         installed = report["verl"]["installed"] = _verl_installed()
-        why = f"import verl fails: {report['verl']['error']}" if installed else "verl is not installed"
+        why = _import_failure(report["verl"]["error"]) if installed else "verl is not installed"
         if installed:  # every worker that imports verl dies the same way
             report.update(status=PROBLEM, exit_code=1)
         else:
@@ -422,7 +364,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         layout_id = _layout_id(layout)
         report["layout"] = {"id": layout_id, "description": LAYOUTS[layout_id]}
         report["fixes"] = _fixes(layout, report["shim"], import_errors)
-        report["mindspeed"] = _mindspeed(layout)
+        report["mindspeed"] = mindspeed_state.mindspeed_state(layout)
         report["registry"] = _registry_rows(layout.registry)
         report.update(_resolve(layout.registry))
         report["engine_device"] = _engine_device(layout.registry, report["device"])

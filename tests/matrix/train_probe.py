@@ -54,6 +54,7 @@ import probe
 from probe import MODES, ROOT, init_single_rank, load_verl
 
 COMPUTE_VARIABLE = "NPU_SHIM_SIM_COMPUTE"
+REFERENCE_FLAG = "--reference-for"  # the child that computes the reference (see reference())
 ROLES = ("critic", "actor")
 MODEL_TYPES = {"critic": "value_model", "actor": "language_model"}
 SEED = 1234
@@ -64,7 +65,7 @@ LEARNING_RATE = 1e-4  # at 1e-3 Adam overshoots on this one batch (the critic's 
 # The reference runs in float32 on the same (bf16) weights, so a difference is the engine's own bf16
 # rounding. The outputs compared sit where one bf16 step is 2**-8 (values up to ~0.83; the logits behind
 # the log-probs, which are taken in float32, are smaller): four such steps, 2**-6 ~= 0.0156, is the
-# tolerance. Measured: at most 0.0087 (critic, verl 0.9.1), 0.0032 (critic, 0.8.0), 0.0031 (actor). What it
+# tolerance. Measured: 0.0053 / 0.0011 (critic / actor, verl 0.6.1, Qwen3), 0.0032 / 0.0009 (0.7.1-0.9.1). What it
 # catches (measured on the reference itself): pads attended to move log-probs by 0.09. What it cannot: a
 # position off by one moves them by only 0.001 with these small random weights.
 TOLERANCE = 2**-6
@@ -332,29 +333,13 @@ def current_lr(engine: Any) -> float:
 
 
 def causal_lm_class(model_dir: Path) -> Any:
-    """Hugging Face's causal LM class of the model directory's family (a critic's config.json names a classifier).
-
-    Hugging Face's own code: verl 0.6.x, on importing ``verl`` on an NPU, replaces the Qwen2/Qwen3 modules' RMSNorm,
-    MLP and rotary functions with torch_npu kernels (``verl.models.transformers.npu_patch``), in this process. Then
-    the class comes from a private copy of its modelling module, executed afresh, which verl has not touched.
-    """
+    """Hugging Face's causal LM class of the model directory's family (a critic's config.json names a classifier)."""
     import importlib
-    import importlib.util
-    import sys
 
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     model_type = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))["model_type"]
-    module_name = f"transformers.models.{model_type}.modeling_{model_type}"
-    assert model_type in CONFIG_MAPPING_NAMES, model_type
-    if "verl.models.transformers.npu_patch" not in sys.modules:
-        module = importlib.import_module(module_name)
-    else:
-        spec = importlib.util.find_spec(module_name)
-        assert spec is not None and spec.loader is not None, module_name
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
     return getattr(module, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
 
 
@@ -367,9 +352,31 @@ def dtype_keyword() -> str:
 
 
 def reference(role: str, model_dir: Path, padded: dict[str, Any], head: Any | None) -> Any:
-    """Per-token values (critic) or log-probs of each next token (actor), padded like verl's output."""
+    """Per-token values (critic) or log-probs of each next token (actor), padded like verl's output.
+
+    Computed in a child interpreter that never sees verl, the shim or the simulated NPU (PATH and HOME
+    only): importing verl on an NPU patches Hugging Face's modules (0.6.x), and the simulated NPU routes
+    ``torch.cuda`` (transformers 5 then computes otherwise, by a few bf16 steps, differently per process).
+    """
     import torch
 
+    exchange = model_dir / "reference.pt"
+    torch.save({"role": role, "padded": padded, "head": head}, exchange)
+    env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    command = [sys.executable, __file__, REFERENCE_FLAG, str(model_dir)]
+    child = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    if child.returncode != 0:
+        raise RuntimeError(f"the reference interpreter failed:\n{child.stderr[-2000:]}")
+    return torch.load(exchange)["expected"]
+
+
+def reference_here(model_dir: Path) -> None:
+    """The child's half of :func:`reference`: Hugging Face on the plain CPU, float32, the model directory's weights."""
+    import torch
+
+    exchange = model_dir / "reference.pt"
+    request = torch.load(exchange)
+    role, padded, head = request["role"], request["padded"], request["head"]
     model = causal_lm_class(model_dir).from_pretrained(
         model_dir, attn_implementation="eager", **{dtype_keyword(): torch.float32}
     )
@@ -378,7 +385,7 @@ def reference(role: str, model_dir: Path, padded: dict[str, Any], head: Any | No
     with torch.no_grad():
         hidden = model.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=padded["position_ids"]
-        ).last_hidden_state  # [B, S, H], bf16
+        ).last_hidden_state  # [B, S, H]
         if role == "critic":
             per_token = torch.nn.functional.linear(hidden, head.to(hidden.dtype)).squeeze(-1)  # [B, S]
         else:
@@ -388,7 +395,7 @@ def reference(role: str, model_dir: Path, padded: dict[str, Any], head: Any | No
             per_token = torch.nn.functional.pad(per_token, (0, 1))  # output at t scores token t+1
     # verl's no_padding_2_padding: the response's entries come from positions one before each response token
     shifted = per_token[:, PROMPT_LENGTH - 1 : PROMPT_LENGTH - 1 + RESPONSE_LENGTH]
-    return shifted * padded["response_mask"]
+    torch.save({**request, "expected": shifted * padded["response_mask"]}, exchange)
 
 
 def to_padded(role: str, tensor: Any, data: Any) -> Any:
@@ -548,7 +555,9 @@ def main(mode: str, roles: list[str], steps: int, skipped: list[str]) -> dict[st
     return report
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] == [REFERENCE_FLAG]:
+    reference_here(Path(sys.argv[2]))
+elif __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=MODES)
     parser.add_argument("output", nargs="?", help="write the JSON report here instead of printing it")

@@ -1,0 +1,220 @@
+"""The doctor names the real cause (issue 22): one verdict per cause, none that blames something else.
+
+Each test runs ``python -m npu_shim doctor`` over a synthetic 0.7.1 tree (device ``npu``), with the
+shim pip-installed in ``site`` as in ``test_doctor.py``, and reads its JSON and its text.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, clean_env, run_in_session
+
+from npu_shim.doctor.render import render
+
+
+def doctor(pythonpath: list[Path | str], cwd: Path, *args: str, **env: str) -> tuple[dict[str, Any], int]:
+    completed = run_in_session(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args], clean_env(pythonpath, **env), cwd, 300
+    )
+    assert "Traceback" not in completed.stderr, completed.stderr
+    return json.loads(completed.stdout), completed.returncode
+
+
+@pytest.fixture
+def site(installed_shim) -> Path:
+    return installed_shim[1]
+
+
+def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_path):
+    """Not a hint about how VERL_USE_EXTERNAL_MODULES is spelled, no `device None`, no fixes table."""
+    tree = synthetic("0.7.1")
+    init = tree / "verl" / "__init__.py"
+    init.write_text(init.read_text() + '\nraise ImportError("synthetic: a dependency of verl is broken")\n')
+    report, status = doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (status, report["status"]) == (1, "problem")
+    reason = report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
+    assert "exactly as written" not in reason
+    assert "verl itself is broken here" in reason
+    text = render(report)
+    assert "verl itself does not import here, so every worker that imports verl dies the same way" in text
+    assert "exactly as written" not in text and "as written" not in text
+    assert "  device " not in text and "fixes:" not in text
+
+
+def test_a_misspelt_verl_use_external_modules_keeps_its_hint(site, synthetic, tmp_path):
+    report, _ = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="json, npu_shim")
+    assert "exactly as written" in report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
+    assert "VERL_USE_EXTERNAL_MODULES='json, npu_shim' as written" in report["value_model_megatron_error"]
+
+
+def test_a_repatch_verl_did_not_bind_is_not_called_unimportable(site, synthetic, tmp_path):
+    """MindSpeed imports, but verl's module holds `repatch = None`: the field is about verl's binding."""
+    tree = synthetic("0.7.1")
+    impl = tree / "verl" / "workers" / "engine" / "mindspeed" / "transformer_impl.py"
+    impl.write_text(
+        impl.read_text().replace("    from mindspeed.megatron_adaptor import repatch\n", "    raise ImportError\n")
+    )
+    report, _ = doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (report["mindspeed"]["repatch_importable"], report["mindspeed_installed"]) == (False, True)
+    text = render(report)
+    assert "not importable" not in text
+    assert "not bound by verl: its MindSpeed engine module holds no repatch" in text
+    assert "though MindSpeed is installed" in text
+
+
+def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):
+    """wrapt absent: the route imported npu_shim, but its hook cannot load; the route and the shim agree."""
+    no_wrapt = tmp_path / "no_wrapt"
+    (no_wrapt / "wrapt").mkdir(parents=True)
+    (no_wrapt / "wrapt" / "__init__.py").write_text('raise ImportError("synthetic: wrapt is not installed")\n')
+    report, status = doctor([no_wrapt, site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (status, report["status"]) == (1, "problem")
+    assert report["shim"]["hook_loaded"] is False
+    route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
+    assert route["works"] is False
+    assert route["reason"].startswith("it activated npu_shim, but the shim's import hook did not load")
+    assert report["routes"]["effective"] is None
+    text = render(report)
+    assert "route  yes" not in text and "yes: " not in text
+
+
+def test_a_relative_pythonpath_entry_is_named_with_what_it_depends_on(site, synthetic, tmp_path):
+    """`PYTHONPATH=.` from the bootstrap directory: processes started there get the shim, workers elsewhere not."""
+    bootstrap = site / "npu_shim" / "bootstrap"
+    report, status = doctor([".", site, synthetic("0.7.1")], bootstrap)
+    reason = report["routes"]["PYTHONPATH"]["reason"]
+    assert status == 1
+    assert "PYTHONPATH entry '.' is relative" in reason
+    assert f"from {bootstrap} it holds npu_shim's bootstrap" in reason
+    assert f"export PYTHONPATH={bootstrap}:$PYTHONPATH" in reason
+    assert "PYTHONPATH has no npu_shim bootstrap" not in reason
+
+
+def test_a_relative_entry_without_the_bootstrap_is_named_too(site, synthetic, tmp_path):
+    report, _ = doctor(["somewhere", site, synthetic("0.7.1")], tmp_path)
+    assert (
+        "'somewhere' relative, read against each process's working directory"
+        in (report["routes"]["PYTHONPATH"]["reason"])
+    )
+
+
+def test_runtime_env_and_bootstrap_dir_answer_for_the_same_shim(site):
+    """`python -m npu_shim` in a checkout with the shim also installed: both name the installed shim."""
+
+    def run(*command: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "npu_shim", *command],
+            env=clean_env([site]),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.strip()
+
+    installed = str(site / "npu_shim" / "bootstrap")
+    assert run("bootstrap-dir") == installed
+    assert json.loads(run("runtime-env", "--json")) == {"env_vars": {"VERL_USE_EXTERNAL_MODULES": "npu_shim"}}
+    pythonpath = json.loads(run("runtime-env", "--json", "--route", "PYTHONPATH"))["env_vars"]["PYTHONPATH"]
+    assert pythonpath == f"{installed}:${{PYTHONPATH}}"
+
+
+def test_runtime_env_keeps_only_npu_shim_for_verl(tmp_path):
+    """With VERL_USE_EXTERNAL_MODULES=json set, the command prints npu_shim alone (only the helper merges)."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "runtime-env", "--json", "--route", "VERL_USE_EXTERNAL_MODULES"],
+        env=clean_env([ROOT], VERL_USE_EXTERNAL_MODULES="json"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(completed.stdout) == {"env_vars": {"VERL_USE_EXTERNAL_MODULES": "npu_shim"}}
+
+
+def test_bootstrap_dir_from_a_deleted_directory(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        "import os, runpy, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "sys.argv = ['npu_shim', 'bootstrap-dir']; runpy.run_module('npu_shim', run_name='__main__')"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code, str(gone)],
+        env=clean_env([ROOT]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in completed.stderr, completed.stderr
+    assert completed.returncode == 0
+    assert completed.stdout.strip() == str(ROOT)
+
+
+FAKE_RAY = """
+class GetTimeoutError(Exception):
+    pass
+
+class _Context:
+    address_info = {"gcs_address": "10.0.0.7:6379", "address": "10.0.0.7:6379"}
+
+class _Task:
+    def __init__(self, function):
+        self.function = function
+    def remote(self, *args):
+        return self.function(*args)
+
+def remote(**options):
+    return _Task
+
+def init(address=None, **kwargs):
+    return _Context()
+
+def get(result, timeout=None):
+    return result
+
+def cancel(reference, force=False):
+    pass
+
+def shutdown():
+    pass
+"""
+
+
+def test_doctor_ray_names_the_cluster_it_resolved(site, synthetic, tmp_path):
+    """`--ray` without an address: the report names the cluster Ray connected to, not `auto` (a stand-in Ray)."""
+    fake = tmp_path / "fake_ray"
+    (fake / "ray").mkdir(parents=True)
+    (fake / "ray" / "__init__.py").write_text(FAKE_RAY)
+    (fake / "ray" / "exceptions.py").write_text("from ray import GetTimeoutError\n")
+    report, _ = doctor([fake, site, synthetic("0.7.1")], tmp_path, "--ray", VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert report["probed_in"] == "a Ray worker of the cluster at 10.0.0.7:6379"
+
+
+def test_doctor_help_gives_the_default_timeout_in_seconds():
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--help"],
+        env={**clean_env([ROOT]), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "(default: 600 s)" in completed.stdout
+    top = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "--help"],
+        env={**clean_env([ROOT]), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "0.6.x to 0.9.x" in top and "0.6.x/0.7.x" not in top
