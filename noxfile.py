@@ -110,7 +110,7 @@ def share_identical_files(session: nox.Session) -> None:
     """Hard-link the files that are byte for byte the same in several cached environments.
 
     Every verl environment holds torch, Ray, pyarrow and transformers: 1.9 GB each, 14 GB for the
-    matrix, more than a CI machine's disk may have free. Linked (and without bytecode), 3.2 GB. Links
+    matrix, more than a CI machine's disk may have free. Linked (and without bytecode), 3.4 GB for nine. Links
     are safe here because pip and Python replace files (write elsewhere, then rename) and never
     write into one in place.
     """
