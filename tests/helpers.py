@@ -126,3 +126,15 @@ def matrix_column() -> str:
 
     release = os.environ.get("NPU_SHIM_TEST_VERL", "")
     return f"{release}, megatron-core 0.12.1" if version("megatron-core").startswith("0.12.") else release
+
+
+def run_doctor(pythonpath: Iterable[os.PathLike[str] | str], cwd: Path, *args: str, **env: str) -> tuple[Any, int]:
+    """``npu-shim doctor --json`` from a clean environment: its report and exit status.
+
+    The doctor starts a probe interpreter: a session of its own, so that a timeout ends both.
+    """
+    completed = run_in_session(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args], clean_env(pythonpath, **env), cwd, 300
+    )
+    assert "Traceback" not in completed.stderr, completed.stderr
+    return json.loads(completed.stdout), completed.returncode

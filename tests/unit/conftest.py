@@ -101,3 +101,9 @@ def installed_shim(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
         timeout=300,
     )
     return python, Path(purelib)
+
+
+@pytest.fixture
+def site(installed_shim: tuple[Path, Path]) -> Path:
+    """The site-packages directory of the installed shim (for the doctor's tests)."""
+    return installed_shim[1]

@@ -10,32 +10,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import ROOT, clean_env, run_in_session
+from helpers import ROOT, clean_env, run_doctor, run_in_session
 
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
 
 
-def doctor(pythonpath: list[Path], cwd: Path, *args: str, **env: str) -> tuple[dict[str, Any], int]:
-    # the doctor starts a probe interpreter: a session of its own, so that a timeout ends both
-    completed = run_in_session(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args], clean_env(pythonpath, **env), cwd, 300
-    )
-    assert "Traceback" not in completed.stderr, completed.stderr
-    return json.loads(completed.stdout), completed.returncode
-
-
-@pytest.fixture
-def site(installed_shim) -> Path:
-    return installed_shim[1]
-
-
 def test_an_installed_shim_without_a_route_is_a_problem_though_the_doctor_imported_it(site, synthetic, tmp_path):
     """`python -m npu_shim` imports (and so activates) the shim: the doctor must not count that."""
-    report, status = doctor([site, synthetic("0.7.1")], tmp_path)
+    report, status = run_doctor([site, synthetic("0.7.1")], tmp_path)
     assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
     assert report["probed_in"] == "a fresh interpreter"
     assert report["probe"]["environment"]["PYTHONPATH"] == f"{site}:{synthetic('0.7.1')}"
@@ -52,7 +36,7 @@ def test_a_foreign_sitecustomize_that_shadows_the_bootstrap_is_named(site, synth
     foreign.mkdir()
     (foreign / "sitecustomize.py").write_text("FOREIGN = True\n")
     bootstrap = site / "npu_shim" / "bootstrap"
-    report, status = doctor([foreign, bootstrap, site, synthetic("0.7.1")], tmp_path)
+    report, status = run_doctor([foreign, bootstrap, site, synthetic("0.7.1")], tmp_path)
     route = report["routes"]["PYTHONPATH"]
     assert status == 1
     assert route["configured"] == str(bootstrap)
@@ -63,7 +47,7 @@ def test_a_foreign_sitecustomize_that_shadows_the_bootstrap_is_named(site, synth
 
 
 def test_the_pythonpath_route(site, synthetic, tmp_path):
-    report, status = doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
+    report, status = run_doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
     assert (status, report["status"]) == (0, "ok")
     assert report["routes"]["effective"] == "PYTHONPATH"
     assert report["shim"]["activated_via"] == "sitecustomize"
@@ -71,7 +55,7 @@ def test_the_pythonpath_route(site, synthetic, tmp_path):
 
 
 def test_verls_own_route(site, synthetic, tmp_path):
-    report, status = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    report, status = run_doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert (status, report["status"]) == (0, "ok")
     assert report["routes"]["effective"] == "VERL_USE_EXTERNAL_MODULES"
     assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["works"] is True
@@ -82,7 +66,7 @@ def test_verls_own_route(site, synthetic, tmp_path):
 def test_another_environments_bootstrap_is_explained(installed_shim, synthetic, tmp_path):
     """The checkout runs the doctor; PYTHONPATH holds the bootstrap of a venv this python is not."""
     _, site = installed_shim
-    report, status = doctor([site / "npu_shim" / "bootstrap", synthetic("0.7.1")], ROOT)
+    report, status = run_doctor([site / "npu_shim" / "bootstrap", synthetic("0.7.1")], ROOT)
     route = report["routes"]["PYTHONPATH"]
     assert status == 1
     assert route["works"] is False
@@ -90,14 +74,14 @@ def test_another_environments_bootstrap_is_explained(installed_shim, synthetic, 
 
 
 def test_without_verl_the_doctor_has_nothing_to_judge(site, tmp_path):
-    report, status = doctor([site], tmp_path)
+    report, status = run_doctor([site], tmp_path)
     assert (status, report["status"]) == (0, "not applicable")
     assert report["verl"]["importable"] is False
 
 
 def test_no_ray_cluster_is_an_error_within_the_timeout(site, tmp_path):
     """`--ray` starts nothing: with no cluster to connect to it says so (exit 2), or that ray is absent."""
-    report, status = doctor([site], tmp_path, "--ray", "127.0.0.1:1", "--timeout", "30", RAY_AUTH_MODE="disabled")
+    report, status = run_doctor([site], tmp_path, "--ray", "127.0.0.1:1", "--timeout", "30", RAY_AUTH_MODE="disabled")
     assert (status, report["status"]) == (2, "error")
     assert "ray is not importable" in report["error"] or "could not connect" in report["error"]
 
@@ -149,7 +133,7 @@ def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, mon
 
 
 def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, tmp_path):
-    report, _ = doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
+    report, _ = run_doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
     verl_route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
     assert (verl_route["needed"], verl_route["reason"]) == (False, "not used (the shim comes by PYTHONPATH)")
 
@@ -157,7 +141,7 @@ def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, 
 def test_the_probe_runs_from_a_neutral_directory_not_the_callers(site, synthetic, tmp_path):
     """A stray verl.py where the doctor is started is not what a worker imports."""
     (tmp_path / "verl.py").write_text('__version__ = "not verl"\n')
-    report, status = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    report, status = run_doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert report["verl"]["version"] == "0.7.1"
     assert (status, report["status"]) == (0, "ok")
 
@@ -175,7 +159,7 @@ def test_verl_route_without_npu_shim_importable_is_a_problem_even_from_the_check
 
 @pytest.mark.parametrize("named", [" npu_shim", "NPU_SHIM", "json, npu_shim", "npu_shim,"])
 def test_a_verl_use_external_modules_that_verl_cannot_import_is_a_problem(site, synthetic, tmp_path, named):
-    report, status = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES=named)
+    report, status = run_doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES=named)
     assert (status, report["status"]) == (1, "problem")
     assert report["value_model_megatron_error"].startswith("import verl fails: ")
     reason = report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
@@ -201,7 +185,7 @@ def test_without_an_npu_the_doctor_says_what_it_did_not_judge(site, synthetic, t
     """A docker build on a machine without an NPU: no 'ok' for a lookup that was never made for npu."""
     tree = synthetic("0.7.1")
     (tree / "verl" / "utils" / "device.py").write_text('def get_device_name():\n    return "cuda"\n')
-    report, status = doctor([site, tree], tmp_path)
+    report, status = run_doctor([site, tree], tmp_path)
     assert (status, report["status"]) == (0, "not judged")
     from npu_shim.doctor.render import render
 
@@ -209,7 +193,7 @@ def test_without_an_npu_the_doctor_says_what_it_did_not_judge(site, synthetic, t
 
 
 def test_an_inactive_fix_says_in_words_what_it_would_do(site, synthetic, tmp_path):
-    report, _ = doctor([site, synthetic("0.7.1")], tmp_path)  # installed, no route: the shim is inactive
+    report, _ = run_doctor([site, synthetic("0.7.1")], tmp_path)  # installed, no route: the shim is inactive
     from npu_shim.doctor.render import render
 
     text = render(report)
@@ -223,7 +207,7 @@ def test_a_verl_whose_engine_package_fails_to_import_is_a_problem(site, syntheti
     tree = synthetic("0.7.1")
     engine = tree / "verl" / "workers" / "engine" / "__init__.py"
     engine.write_text('raise ImportError("synthetic: a dependency of the engines is broken")\n' + engine.read_text())
-    report, status = doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
     assert report["verl"]["importable"] is True
     broken = "verl.workers.engine did not import: ImportError: synthetic: a dependency of the engines is broken"
@@ -245,7 +229,7 @@ def test_a_hook_that_failed_is_named_in_the_reason(site, synthetic, tmp_path):
     breaker = tmp_path / "breaker"
     breaker.mkdir()
     (breaker / "break_a_fix.py").write_text(BREAK_A_FIX)
-    report, status = doctor(
+    report, status = run_doctor(
         [site, breaker, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim,break_a_fix"
     )
     assert (status, report["status"]) == (1, "problem")

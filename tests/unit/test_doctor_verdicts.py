@@ -9,26 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
-import pytest
-from helpers import ROOT, clean_env, run_in_session
+from helpers import ROOT, clean_env, run_doctor
 
 from npu_shim.doctor.render import render
-
-
-def doctor(pythonpath: list[Path | str], cwd: Path, *args: str, **env: str) -> tuple[dict[str, Any], int]:
-    completed = run_in_session(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args], clean_env(pythonpath, **env), cwd, 300
-    )
-    assert "Traceback" not in completed.stderr, completed.stderr
-    return json.loads(completed.stdout), completed.returncode
-
-
-@pytest.fixture
-def site(installed_shim) -> Path:
-    return installed_shim[1]
 
 
 def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_path):
@@ -36,7 +20,7 @@ def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_
     tree = synthetic("0.7.1")
     init = tree / "verl" / "__init__.py"
     init.write_text(init.read_text() + '\nraise ImportError("synthetic: a dependency of verl is broken")\n')
-    report, status = doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert (status, report["status"]) == (1, "problem")
     reason = report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
     assert "exactly as written" not in reason
@@ -48,7 +32,7 @@ def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_
 
 
 def test_a_misspelt_verl_use_external_modules_keeps_its_hint(site, synthetic, tmp_path):
-    report, _ = doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="json, npu_shim")
+    report, _ = run_doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="json, npu_shim")
     assert "exactly as written" in report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
     assert "VERL_USE_EXTERNAL_MODULES='json, npu_shim' as written" in report["value_model_megatron_error"]
 
@@ -60,7 +44,7 @@ def test_a_repatch_verl_did_not_bind_is_not_called_unimportable(site, synthetic,
     impl.write_text(
         impl.read_text().replace("    from mindspeed.megatron_adaptor import repatch\n", "    raise ImportError\n")
     )
-    report, _ = doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    report, _ = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert (report["mindspeed"]["repatch_importable"], report["mindspeed_installed"]) == (False, True)
     text = render(report)
     assert "not importable" not in text
@@ -73,7 +57,7 @@ def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):
     no_wrapt = tmp_path / "no_wrapt"
     (no_wrapt / "wrapt").mkdir(parents=True)
     (no_wrapt / "wrapt" / "__init__.py").write_text('raise ImportError("synthetic: wrapt is not installed")\n')
-    report, status = doctor([no_wrapt, site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    report, status = run_doctor([no_wrapt, site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert (status, report["status"]) == (1, "problem")
     assert report["shim"]["hook_loaded"] is False
     route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
@@ -87,7 +71,7 @@ def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):
 def test_a_relative_pythonpath_entry_is_named_with_what_it_depends_on(site, synthetic, tmp_path):
     """`PYTHONPATH=.` from the bootstrap directory: processes started there get the shim, workers elsewhere not."""
     bootstrap = site / "npu_shim" / "bootstrap"
-    report, status = doctor([".", site, synthetic("0.7.1")], bootstrap)
+    report, status = run_doctor([".", site, synthetic("0.7.1")], bootstrap)
     reason = report["routes"]["PYTHONPATH"]["reason"]
     assert status == 1
     assert "PYTHONPATH entry '.' is relative" in reason
@@ -97,7 +81,7 @@ def test_a_relative_pythonpath_entry_is_named_with_what_it_depends_on(site, synt
 
 
 def test_a_relative_entry_without_the_bootstrap_is_named_too(site, synthetic, tmp_path):
-    report, _ = doctor(["somewhere", site, synthetic("0.7.1")], tmp_path)
+    report, _ = run_doctor(["somewhere", site, synthetic("0.7.1")], tmp_path)
     assert (
         "'somewhere' relative, read against each process's working directory"
         in (report["routes"]["PYTHONPATH"]["reason"])
@@ -195,7 +179,7 @@ def test_doctor_ray_names_the_cluster_it_resolved(site, synthetic, tmp_path):
     (fake / "ray").mkdir(parents=True)
     (fake / "ray" / "__init__.py").write_text(FAKE_RAY)
     (fake / "ray" / "exceptions.py").write_text("from ray import GetTimeoutError\n")
-    report, _ = doctor([fake, site, synthetic("0.7.1")], tmp_path, "--ray", VERL_USE_EXTERNAL_MODULES="npu_shim")
+    report, _ = run_doctor([fake, site, synthetic("0.7.1")], tmp_path, "--ray", VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert report["probed_in"] == "a Ray worker of the cluster at 10.0.0.7:6379"
 
 
