@@ -3,11 +3,13 @@
 It registers an ``npu`` device with torch (``rename_privateuse1_backend`` plus a
 device module that says one is available) so that code which branches on
 "is there an Ascend NPU?" takes its NPU path on a CPU-only machine, and an
-``hccl`` process-group backend that is gloo underneath (CPU ranks only). By default every
-``torch_npu.npu_*`` kernel is a callable that raises: nothing runs on the device.
+``hccl`` process-group backend that is gloo underneath (CPU ranks only), with the names real MindSpeed
+reads at import (``torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options``, ``unsupported_dtype``). By
+default every ``torch_npu.npu_*`` kernel is a callable that raises: nothing runs on the device.
 
 With ``NPU_SHIM_SIM_COMPUTE=1`` at import (compute mode, :mod:`torch_npu._compute`), tensors can live
-on ``npu:0`` and compute on the CPU, ``npu_fusion_attention`` has a reference implementation
+on ``npu:0`` and compute on the CPU, ``npu_fusion_attention`` (with its softmax statistics),
+``npu_fusion_attention_grad`` and ``npu_rms_norm`` have reference implementations
 (:mod:`torch_npu._kernels`), and ``torch_npu.contrib.transfer_to_npu`` sends CUDA code to the device.
 """
 
@@ -28,7 +30,7 @@ def _autoload() -> None:
 # `import torch` finds the entry point and calls _autoload on this half-initialised module.
 import torch  # noqa: E402
 
-from torch_npu import _compute, npu  # noqa: E402
+from torch_npu import _C, _compute, npu  # noqa: E402, F401
 
 if _compute.requested():
     _compute.enable(npu)
@@ -36,6 +38,10 @@ if _compute.requested():
 elif torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", npu)
+
+
+# What torch_npu tells torch its device has no kernels for (quantized types); MindSpeed skips them.
+unsupported_dtype = [torch.quint8, torch.quint4x2, torch.quint2x4, torch.qint32, torch.qint8]
 
 
 def _gloo_as_hccl(store: Any, rank: int, world_size: int, timeout: Any) -> Any:

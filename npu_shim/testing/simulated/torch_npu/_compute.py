@@ -14,7 +14,13 @@ which is all the registry and repatch tests need and costs nothing at import. In
   memory figures, streams and events that do nothing);
 - the device has a random generator of its own (a CPU ``torch.Generator``), as a real device has:
   random ops on npu tensors draw from it, so Megatron's RNG tracker, which swaps the device's
-  state in and out, leaves the CPU's alone.
+  state in and out, leaves the CPU's alone;
+- it is a device where code can go wrong as on a real one: an op that mixes npu tensors with CPU
+  tensors raises as torch does for any two devices (0-dim CPU tensors, copies between devices and
+  CPU indices excepted, as on CUDA); a saved npu tensor is pickled as torch pickles a tensor of a
+  backend without storage, so ``torch.load`` reads it with its defaults (``weights_only=True``) and
+  honours ``map_location``; ``torch.autocast("npu")`` works; the memory figures count the bytes npu
+  tensors hold.
 
 Bit-for-bit, an op computes what the CPU computes: the device is a label, the arithmetic is the CPU's.
 """
@@ -23,6 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -78,6 +86,7 @@ class NpuTensor(torch.Tensor):
             requires_grad=requires_grad,
         )
         wrapper._inner = inner
+        wrapper._memory = _memory.track(wrapper, inner)
         return wrapper
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
@@ -98,8 +107,16 @@ class NpuTensor(torch.Tensor):
         return self._inner.untyped_storage()
 
     def __reduce_ex__(self, protocol: int) -> Any:
-        # pickled (torch.save, Ray) as a CPU tensor and moved back on load, as a device tensor is saved with its device
-        return (_unpickle, (self._inner.detach(), self.requires_grad))
+        # As torch pickles a tensor of a backend without storage (Tensor._reduce_ex_internal): a CPU copy and the
+        # device, rebuilt by a function torch.load allows with weights_only=True, which honours map_location. A
+        # parameter over an npu tensor is this class marked _is_param (nn.Parameter's way with tensor subclasses):
+        # rebuilt as a parameter, as nn.Parameter pickles itself.
+        if getattr(self, "_is_param", False):
+            return (torch._utils._rebuild_parameter, (self.detach(), self.requires_grad, OrderedDict()))
+        return (
+            torch._utils._rebuild_device_tensor_from_cpu_tensor,
+            (self._inner.detach(), self.dtype, str(self.device), self.requires_grad),
+        )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> NpuTensor:
         copied = NpuTensor(self._inner.detach().clone(), requires_grad=self.requires_grad)
@@ -118,6 +135,7 @@ class NpuTensor(torch.Tensor):
             value = to_npu(value)
         torch._C.TensorBase.data.__set__(self, value)
         self._inner = value._inner
+        _memory.retrack(self._memory, value._inner)
 
     @classmethod
     def __torch_dispatch__(
@@ -138,6 +156,11 @@ class NpuTensor(torch.Tensor):
                 identity[id(leaf._inner)] = leaf
             elif isinstance(leaf, torch.Tensor):
                 identity[id(leaf)] = leaf
+                if leaf.dim() > 0 and leaf.device.type == "cpu" and func not in _CROSS_DEVICE:
+                    raise RuntimeError(
+                        "Expected all tensors to be on the same device, but found at least two devices, "
+                        f"{DEVICE} and cpu! (when checking the arguments of {func}; simulated NPU, npu_shim.testing)"
+                    )
         leaves_to_cpu = "device" in kwargs and kwargs["device"] is not None and not _is_npu(kwargs["device"])
         inner_args = tree_map(_unwrap, args)
         inner_kwargs = tree_map(_unwrap, kwargs)
@@ -151,6 +174,21 @@ class NpuTensor(torch.Tensor):
             return tree_map(lambda value: _cpu_result(value, identity), result)
         return tree_map(lambda value: _wrap(value, identity), result)
 
+
+# Ops that take CPU tensors beside device ones on any device (CUDA's rules): copies between devices, and
+# CPU indices (moved to the device by the op). Every other op with a CPU tensor that is not 0-dim raises.
+_CROSS_DEVICE = frozenset(
+    {
+        torch.ops.aten._to_copy.default,
+        torch.ops.aten.copy_.default,
+        torch.ops.aten._copy_from.default,
+        torch.ops.aten._copy_from_and_resize.default,
+        torch.ops.aten.index.Tensor,
+        torch.ops.aten.index_put.default,
+        torch.ops.aten.index_put_.default,
+        torch.ops.aten._index_put_impl_.default,
+    }
+)
 
 _RANDOM: dict[Any, bool] = {}
 
@@ -211,10 +249,6 @@ def _wrap(value: Any, identity: dict[int, torch.Tensor]) -> Any:
     return NpuTensor(value)
 
 
-def _unpickle(inner: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    return to_npu(inner).requires_grad_(requires_grad) if requires_grad else to_npu(inner)
-
-
 def to_npu(tensor: torch.Tensor) -> NpuTensor:
     """A CPU tensor as an npu tensor sharing its memory (no copy), for kernels written against the inner tensors."""
     return tensor if isinstance(tensor, NpuTensor) else NpuTensor(tensor.detach())
@@ -235,7 +269,7 @@ _SPECIAL: dict[Any, Callable[..., Any]] = {
 }
 
 
-_library: torch.library.Library | None = None
+_libraries: tuple[torch.library.Library, ...] = ()
 
 # Factories that build an empty tensor and then resize it (arange.out and the like): a wrapper's size
 # is fixed at creation, so these are answered whole, on the CPU, then wrapped.
@@ -292,8 +326,45 @@ def _copy_from_and_resize(self: torch.Tensor, dst: torch.Tensor) -> torch.Tensor
     return dst
 
 
+# torch.autocast("npu"): torch registers no autocast kernels for PrivateUse1; torch_npu registers its own. As
+# CUDA's autocast: these ops run in the autocast dtype, these in float32, every other op as it is.
+_AUTOCAST_LOWER_PRECISION = (
+    "mm", "matmul", "bmm", "addmm", "addmv", "addbmm", "baddbmm", "linear", "mv", "einsum", "prelu",
+    "conv1d", "conv2d", "conv3d", "convolution", "_convolution", "scaled_dot_product_attention",
+)  # fmt: skip
+_AUTOCAST_FLOAT32 = (
+    "softmax.int", "log_softmax.int", "layer_norm", "native_layer_norm", "group_norm", "exp", "log", "rsqrt",
+    "pow.Tensor_Scalar", "pow.Tensor_Tensor", "sum", "sum.dim_IntList", "cumsum", "logsumexp", "mse_loss",
+    "nll_loss_nd", "cross_entropy_loss", "binary_cross_entropy_with_logits",
+)  # fmt: skip
+_AUTOCAST_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+
+
+def _autocast_kernel(op: Any, to_float32: bool) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        dtype = torch.float32 if to_float32 else torch.get_autocast_dtype("npu")
+
+        def cast(value: Any) -> Any:
+            eligible = isinstance(value, torch.Tensor) and value.is_floating_point() and value.device.type == "npu"
+            return value.to(dtype) if eligible and value.dtype != torch.float64 else value
+
+        with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEY):
+            return op(*tree_map(cast, args), **tree_map(cast, kwargs))
+
+    return kernel
+
+
+def _register_autocast(library: torch.library.Library, every_op: torch.library.Library) -> None:
+    every_op.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    for names, to_float32 in ((_AUTOCAST_LOWER_PRECISION, False), (_AUTOCAST_FLOAT32, True)):
+        for name in names:
+            packet, _, overload = name.partition(".")
+            op = getattr(getattr(torch.ops.aten, packet), overload or "default")
+            library.impl(name, _autocast_kernel(op, to_float32), "AutocastPrivateUse1")
+
+
 def _register_kernels() -> None:
-    global _library
+    global _libraries
     library = torch.library.Library("aten", "IMPL")
     library.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
     library.impl("empty_strided", _empty_strided, "PrivateUse1")
@@ -304,7 +375,9 @@ def _register_kernels() -> None:
         packet_name, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, packet_name), overload or "default")
         library.impl(name, _factory(op), "PrivateUse1")
-    _library = library  # kept alive: dropping the Library object unregisters its kernels
+    every_op = torch.library.Library("_", "IMPL")
+    _register_autocast(library, every_op)
+    _libraries = (library, every_op)  # kept alive: dropping a Library object unregisters its kernels
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -392,14 +465,72 @@ def _manual_seed(seed: int) -> None:
     _GENERATOR.manual_seed(int(seed))
 
 
-def _memory_allocated(device: Any = None) -> int:
-    return 0
+_TOTAL_MEMORY = 64 << 30  # a plausible device: verl logs these figures, nothing here sizes itself on them
+
+
+class _Memory:
+    """The bytes npu tensors hold: each storage counted once, while any npu tensor over it lives.
+
+    Reserved memory is what a caching allocator keeps: the most ever allocated since ``empty_cache()``.
+    """
+
+    def __init__(self) -> None:
+        self.storages: dict[int, list[int]] = {}  # data_ptr -> [bytes, npu tensors over it]
+        self.allocated = self.peak = self.reserved = 0
+
+    def track(self, wrapper: torch.Tensor, inner: torch.Tensor) -> list[int]:
+        cell = [0]
+        self._hold(cell, inner)
+        weakref.finalize(wrapper, self._release, cell)
+        return cell
+
+    def retrack(self, cell: list[int], inner: torch.Tensor) -> None:
+        self._release(cell)
+        self._hold(cell, inner)
+
+    def _hold(self, cell: list[int], inner: torch.Tensor) -> None:
+        storage = inner.untyped_storage()
+        key = storage.data_ptr()
+        cell[0] = key
+        if key == 0:  # an empty storage holds nothing
+            return
+        entry = self.storages.get(key)
+        if entry is None:
+            entry = self.storages[key] = [storage.nbytes(), 0]
+            self.allocated += entry[0]
+            self.peak = max(self.peak, self.allocated)
+            self.reserved = max(self.reserved, self.allocated)
+        entry[1] += 1
+
+    def _release(self, cell: list[int]) -> None:
+        key, cell[0] = cell[0], 0
+        entry = self.storages.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.allocated -= entry[0]
+            del self.storages[key]
+
+    def reset_peak(self, device: Any = None) -> None:
+        self.peak = self.allocated
+
+    def empty_cache(self) -> None:
+        self.reserved = self.allocated
+
+    def stats(self, device: Any = None) -> dict[str, int]:
+        return {
+            "allocated_bytes.all.current": self.allocated,
+            "allocated_bytes.all.peak": self.peak,
+            "reserved_bytes.all.current": self.reserved,
+        }
+
+
+_memory = _Memory()
 
 
 def _mem_get_info(device: Any = None) -> tuple[int, int]:
-    # a plausible 64 GiB device, all free: verl logs these, nothing sizes itself on them here
-    total = 64 << 30
-    return total, total
+    return _TOTAL_MEMORY - _memory.reserved, _TOTAL_MEMORY
 
 
 def _get_device_properties(device: Any = None) -> Any:
@@ -412,7 +543,6 @@ def _get_device_properties(device: Any = None) -> Any:
 
 def _device_module_api() -> dict[str, Any]:
     """What the device module adds in compute mode (plain mode keeps device_count() == 0 and nothing else)."""
-    zero = _memory_allocated
     return {
         "device_count": lambda: 1,
         "is_initialized": lambda: True,
@@ -431,14 +561,16 @@ def _device_module_api() -> dict[str, Any]:
         "get_rng_state_all": lambda: [_get_rng_state()],
         "set_rng_state_all": lambda states: _set_rng_state(next(iter(states))),
         "default_generators": (_GENERATOR,),
-        "memory_allocated": zero,
-        "max_memory_allocated": zero,
-        "memory_reserved": zero,
-        "max_memory_reserved": zero,
-        "reset_peak_memory_stats": lambda device=None: None,
-        "reset_max_memory_allocated": lambda device=None: None,
-        "memory_stats": lambda device=None: {},
+        "memory_allocated": lambda device=None: _memory.allocated,
+        "max_memory_allocated": lambda device=None: _memory.peak,
+        "memory_reserved": lambda device=None: _memory.reserved,
+        "max_memory_reserved": lambda device=None: _memory.reserved,
+        "reset_peak_memory_stats": _memory.reset_peak,
+        "reset_max_memory_allocated": _memory.reset_peak,
+        "memory_stats": _memory.stats,
         "mem_get_info": _mem_get_info,
+        "empty_cache": _memory.empty_cache,
+        "get_amp_supported_dtype": lambda: [torch.float16, torch.bfloat16],
         "Stream": _Stream,
         "Event": _Event,
         "current_stream": lambda device=None: _DEFAULT_STREAM,
