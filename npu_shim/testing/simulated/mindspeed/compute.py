@@ -233,6 +233,35 @@ def install_transformer_engine_dummy() -> None:
     sys.modules["transformer_engine"].__version__ = TE_VERSION
 
 
+def install_apex_dummy() -> None:
+    """``apex.optimizers.FusedAdam`` is MindSpeed's AdamW, as MindSpeed's ``requirements_basic`` makes it (its
+    ``create_dummy`` patches, before Megatron is imported): Megatron then builds its optimizers as with Apex.
+
+    Only on lines that do it (``lines.Line.fused_adam``) and where no Apex is installed. ``FusedSGD`` is torch's
+    SGD there too; Apex's fused kernels (``amp_C``, ``multi_tensor_applier``) are not modelled, so Megatron keeps
+    its local implementations of those.
+    """
+    import importlib.machinery
+    import sys
+    import types
+    from importlib.util import find_spec
+
+    from mindspeed import lines
+
+    if not lines.current().fused_adam or "apex" in sys.modules or find_spec("apex") is not None:
+        return
+    from mindspeed.core.optimizer.adamw import AdamW
+
+    for name in ("apex", "apex.optimizers"):
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        module.__path__ = []
+        sys.modules[name] = module
+    sys.modules["apex"].optimizers = sys.modules["apex.optimizers"]
+    sys.modules["apex.optimizers"].FusedAdam = AdamW
+    sys.modules["apex.optimizers"].FusedSGD = torch.optim.SGD
+
+
 def te_layers_home() -> str:
     """Where Megatron's TE layer specs take the ``TE*`` layers from: its TE module, or the specs themselves.
 
@@ -265,7 +294,7 @@ def register_transformer_engine_patches(manager: Any, line: Any, context_paralle
             layers["TEDotProductAttention"] = MindSpeedCPDotProductAttention
         else:  # core_r0.17.0/0.18.0 swap no class: TE's own (TransformerEngineNPU's), modelled as MindSpeed's
             layers["TEDotProductAttention"] = te_layers.TEDotProductAttention
-    elif line.name == "2.3.0_core_r0.12.1":  # and f2b0977e; lines not read here take core_r0.16.0's mapping
+    elif line.megatron_te_attention:  # lines not read here take core_r0.16.0's mapping
         from megatron.core.transformer.dot_product_attention import DotProductAttention
 
         layers["TEDotProductAttention"] = DotProductAttention

@@ -183,6 +183,7 @@ class ContextParallelFeature(Feature):
     def register_args(self, parser: ArgumentParser) -> None:
         parser.add_argument("--context-parallel-algo", default="megatron_cp_algo")
         parser.add_argument("--cp-window-size", type=int, default=1)
+        parser.add_argument("--attention-mask-type", default="causal", choices=["causal", "general"])
 
     def is_need_apply(self, args: Namespace) -> bool:
         return int(getattr(args, "context_parallel_size", 1)) > 1

@@ -15,7 +15,18 @@ source (Ascend/MindSpeed, branch heads named in the README), never copied from i
 - ``cp_attention_class``: at ``context_parallel_size > 1`` (default ``megatron_cp_algo``) MindSpeed's
   context-parallel class replaces both ``DotProductAttention`` and ``TEDotProductAttention``
   (``2.3.0_core_r0.12.1``, ``core_r0.16.0``, master; ``core_r0.17.0`` swaps only for an adaptive CP
-  algorithm, ``core_r0.18.0`` never).
+  algorithm, ``core_r0.18.0`` never);
+- ``fused_adam``: the always-on ``requirements_basic`` makes ``apex.optimizers.FusedAdam`` MindSpeed's own
+  AdamW (compute mode, :mod:`mindspeed.core.optimizer.adamw`); ``adam_step_on_device``: that AdamW keeps its
+  step as a tensor on the device (the ``*_core_r0.12.1`` lines) rather than an int. ``core_r0.17.0`` and
+  ``core_r0.18.0`` moved ``requirements_basic`` into the separate MegatronAdaptor package, not read: not modelled;
+- ``megatron_te_attention``: at CP 1 Transformer Engine's attention is Megatron's own ``DotProductAttention``
+  (the ``*_core_r0.12.1`` lines' ``transformer_engine_basic``), whose ``forward`` ``use_flash_attn`` replaces;
+  elsewhere MindSpeed's own TE attention class;
+- ``te_linear_drops_bias``: MindSpeed's ``TELayerNormColumnParallelLinear`` never adds its linear's bias unless
+  Megatron asked for it back (``skip_bias_add``), so a QKV bias (Qwen2's) is ignored and never trained:
+  ``2.3.0_core_r0.12.1`` (since MindSpeed 634145d7, Dec 2025; fixed on ``core_r0.14.0`` and later, and on
+  ``26.0.0_core_r0.12.1``, by 71b9e055's change), not ``f2b0977e`` (Oct 2025), which adds it.
 Fusion attention (``use_flash_attn``) replaces ``DotProductAttention.forward`` at CP < 2 on every line,
 and the generate-mask feature wraps it there (``features_manager``).
 """
@@ -23,7 +34,7 @@ and the generate-mask feature wraps it there (``features_manager``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 VARIABLE = "NPU_SHIM_SIM_MINDSPEED"
 DEFAULT = "core_r0.16.0"
@@ -36,12 +47,22 @@ class Line:
     batch_invariant: bool
     ring_context_parallel: bool
     cp_attention_class: bool
+    fused_adam: bool = True
+    adam_step_on_device: bool = False
+    megatron_te_attention: bool = False
+    te_linear_drops_bias: bool = False
 
 
 LINES = {
-    # f2b0977e (Oct 2025) is an ancestor of 2.3.0_core_r0.12.1 and the same in all of the above.
     "2.3.0_core_r0.12.1": Line(
-        "2.3.0_core_r0.12.1", repatch=True, batch_invariant=False, ring_context_parallel=True, cp_attention_class=True
+        "2.3.0_core_r0.12.1",
+        repatch=True,
+        batch_invariant=False,
+        ring_context_parallel=True,
+        cp_attention_class=True,
+        adam_step_on_device=True,
+        megatron_te_attention=True,
+        te_linear_drops_bias=True,
     ),
     "core_r0.16.0": Line(
         "core_r0.16.0", repatch=True, batch_invariant=True, ring_context_parallel=True, cp_attention_class=True
@@ -49,18 +70,35 @@ LINES = {
     # core_r0.17.0 and core_r0.18.0: `import mindspeed` imports the separate MegatronAdaptor package
     # (`import megatron_adaptor` in mindspeed/__init__.py); modelled as installed, as their README requires.
     "core_r0.17.0": Line(
-        "core_r0.17.0", repatch=True, batch_invariant=False, ring_context_parallel=True, cp_attention_class=False
+        "core_r0.17.0",
+        repatch=True,
+        batch_invariant=False,
+        ring_context_parallel=True,
+        cp_attention_class=False,
+        fused_adam=False,
     ),
     "core_r0.18.0": Line(
-        "core_r0.18.0", repatch=True, batch_invariant=False, ring_context_parallel=False, cp_attention_class=False
+        "core_r0.18.0",
+        repatch=True,
+        batch_invariant=False,
+        ring_context_parallel=False,
+        cp_attention_class=False,
+        fused_adam=False,
     ),
     "master": Line("master", repatch=True, batch_invariant=False, ring_context_parallel=True, cp_attention_class=True),
     # no repatch: ring CP only from MindSpeed's own command line, which nothing under verl gives it
     "2.1.0_core_r0.12.1": Line(
-        "2.1.0_core_r0.12.1", repatch=False, batch_invariant=False, ring_context_parallel=True, cp_attention_class=True
+        "2.1.0_core_r0.12.1",
+        repatch=False,
+        batch_invariant=False,
+        ring_context_parallel=True,
+        cp_attention_class=True,
+        adam_step_on_device=True,
+        megatron_te_attention=True,
     ),
 }
-LINES["f2b0977e"] = LINES["2.3.0_core_r0.12.1"]
+# f2b0977e (Oct 2025) is an ancestor of 2.3.0_core_r0.12.1 and the same in all of the above but the TE linear's bias
+LINES["f2b0977e"] = replace(LINES["2.3.0_core_r0.12.1"], name="f2b0977e", te_linear_drops_bias=False)
 
 _selected: Line | None = None
 

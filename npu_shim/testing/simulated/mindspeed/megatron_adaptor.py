@@ -20,7 +20,8 @@ every feature now on, for the simulated line (:mod:`mindspeed.lines`):
 In compute mode (the stand-in torch_npu's ``NPU_SHIM_SIM_COMPUTE=1``), importing it first imports
 ``torch_npu.contrib.transfer_to_npu``, as MindSpeed's own ``megatron_adaptor`` does on
 ``2.3.0_core_r0.12.1`` and ``core_r0.16.0`` (CUDA calls then go to the NPU), and the basic features
-that let Megatron's models build there are applied too (:mod:`mindspeed.compute`).
+that let Megatron's models build there are applied too (:mod:`mindspeed.compute`), apex's ``FusedAdam``
+(MindSpeed's AdamW) among them.
 
 On ``2.1.0_core_r0.12.1`` there is no ``repatch`` at all. Each call is recorded in
 :data:`calls` (a shallow copy of the config and whether Megatron's parallel state was
@@ -43,6 +44,8 @@ from mindspeed.patch_utils import MindSpeedPatchesManager
 
 if compute.compute_mode():
     from torch_npu.contrib import transfer_to_npu  # noqa: F401
+
+    compute.install_apex_dummy()  # before anything imports Megatron's optimizers, as MindSpeed's create_dummy
 
 SIMULATED = True
 calls: list[dict[str, Any]] = []

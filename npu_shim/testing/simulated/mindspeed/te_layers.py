@@ -19,7 +19,8 @@ class TELayerNormColumnParallelLinear(ColumnParallelLinear):
 
     As MindSpeed's ``TELayerNormColumnParallelLinear`` (``mindspeed/te/pytorch/module/
     layernorm_column_parallel_linear.py``, ``MindSpeedTELayerNormColumnParallelLinear`` on
-    ``2.3.0_core_r0.12.1``), whose parameter names mbridge's weight mapping relies on.
+    ``2.3.0_core_r0.12.1``), whose parameter names mbridge's weight mapping relies on; on that line without
+    the linear's bias (``lines.Line.te_linear_drops_bias``), as MindSpeed's there.
     """
 
     def __init__(
@@ -63,6 +64,18 @@ class TELayerNormColumnParallelLinear(ColumnParallelLinear):
             self.layer_norm_bias.sequence_parallel = config.sequence_parallel
 
     def forward(self, input_: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        from mindspeed import lines
+
+        if lines.current().te_linear_drops_bias and not self.skip_bias_add:
+            # 2.3.0_core_r0.12.1: the bias is neither added nor handed back (lines.Line.te_linear_drops_bias)
+            self.skip_bias_add = True
+            try:
+                return self._norm_then_linear(input_, *args, **kwargs)[0], None
+            finally:
+                self.skip_bias_add = False
+        return self._norm_then_linear(input_, *args, **kwargs)
+
+    def _norm_then_linear(self, input_: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         shape = (input_.shape[-1],)
         if self.normalization == "RMSNorm":
             normed = torch.nn.functional.rms_norm(input_, shape, self.layer_norm_weight, self.eps)
@@ -75,7 +88,18 @@ class TELayerNormColumnParallelLinear(ColumnParallelLinear):
 
 class TEDotProductAttention(DotProductAttention):
     """MindSpeed's own TE attention (``core_r0.16.0``: ``mindspeed/te/pytorch/attention/dot_product_attention``):
-    fusion attention in a class of its own, so patching ``DotProductAttention.forward`` does not reach it."""
+    fusion attention in a class of its own, so patching ``DotProductAttention.forward`` does not reach it.
+
+    At CP > 1 it stands where MindSpeed swaps no class (``core_r0.17.0``, ``core_r0.18.0``: TransformerEngineNPU's
+    own context parallelism), which is not modelled: building it says so."""
+
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        if config.context_parallel_size > 1:
+            raise NotImplementedError(
+                "simulated MindSpeed: context parallelism in TransformerEngineNPU's attention (MindSpeed lines that "
+                "swap no attention class at CP > 1, such as core_r0.17.0 and core_r0.18.0) is not modelled"
+            )
+        super().__init__(config, *args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return fusion_attention(self, *args, **kwargs)

@@ -31,6 +31,24 @@ def ring_state() -> dict[str, list[int] | None]:
     }
 
 
+def get_ring_ranks_for_intra_window() -> list[int]:
+    if _CONTEXT_PARALLEL_RANKS_FOR_RING_INTRA_WINDOW is None:
+        raise AssertionError("Context parallel ranks for ring intra window not initialized")
+    return _CONTEXT_PARALLEL_RANKS_FOR_RING_INTRA_WINDOW
+
+
+def get_ring_ranks_for_inter_window_kv() -> list[int]:
+    if _CONTEXT_PARALLEL_RANKS_FOR_RING_INTER_WINDOW_KV is None:
+        raise AssertionError("Context parallel ranks for ring inter window KV not initialized")
+    return _CONTEXT_PARALLEL_RANKS_FOR_RING_INTER_WINDOW_KV
+
+
+def get_ring_ranks_for_inter_window_dkv() -> list[int]:
+    if _CONTEXT_PARALLEL_RANKS_FOR_RING_INTER_WINDOW_DKV is None:
+        raise AssertionError("Context parallel ranks for ring inter window DKV not initialized")
+    return _CONTEXT_PARALLEL_RANKS_FOR_RING_INTER_WINDOW_DKV
+
+
 def forget_ring_state() -> None:
     """Test-only: as in a fresh process. MindSpeed's destroy wrapper does not clear these."""
     global _CONTEXT_PARALLEL_RANKS_FOR_RING_INTRA_WINDOW

@@ -1,0 +1,1 @@
+"""SIMULATED ``mindspeed.core.optimizer`` (see adamw)."""
