@@ -1,20 +1,32 @@
 """Train verl's Megatron critic and actor engines on a simulated NPU that computes; write a JSON report.
 
 ``train_probe.py MODE OUT [--roles critic,actor] [--steps N]`` runs in a fresh interpreter (see
-:func:`start`), under one activation MODE of the shim (``probe.MODES``), on one gloo rank, with the
-simulated NPU in compute mode (``NPU_SHIM_SIM_COMPUTE=1``: npu tensors compute on the CPU). Per role:
+:func:`start`), under one activation MODE of the shim (``probe.MODES``), with the simulated NPU in
+compute mode (``NPU_SHIM_SIM_COMPUTE=1``: npu tensors compute on the CPU). Per role:
 
 - ``critic``: ``EngineRegistry.new("value_model", "megatron", ...)`` with verl's own config classes
-  (bf16), ``initialize()``, ``infer_batch`` (per-token values), then N ``train_batch`` steps with
-  verl's ``value_loss`` on one fixed batch, each followed by an lr scheduler step;
+  (bf16, verl's defaults otherwise: the distributed optimizer on), ``initialize()``, ``infer_batch``
+  (per-token values), then N ``train_batch`` steps with verl's ``value_loss`` on one fixed batch, each
+  followed by an lr scheduler step, then ``infer_batch`` again;
 - ``actor``: the same for ``language_model``: log-probs (and entropy), then verl's ``ppo_loss``
   (PPO clipped loss, old log-probs = the log-probs just inferred, fixed seeded advantages).
 
-Each role is compared with a reference computed without verl: Hugging Face Qwen2 (Qwen3 on verl 0.6.x,
-see :func:`model_family`) on the plain CPU, with the weights the engine loaded from the model directory
-(the critic's value head is read out of the engine after ``initialize()``: mbridge initialises it). The
-report keeps the keys of ``probe.load_verl`` and adds ``roles``; an error is reported with the stage it
-stopped at.
+Where it runs (one mode of :func:`main`):
+
+- one gloo rank (the default): the outputs are compared with a reference computed without verl: Hugging
+  Face Qwen2 (Qwen3 on verl 0.6.x, see :func:`model_family`) on the plain CPU, with the weights the
+  engine loaded from the model directory (the critic's value head is read out of the engine after
+  ``initialize()``: mbridge initialises it);
+- ``--rank R --world-size W --layout tp2`` (``pp2``, ``cp2``, or several joined by ``-``): one rank of W
+  (one process per rank, MASTER_ADDR/MASTER_PORT from the environment, verl's TrainingWorker backends); the
+  test compares the outputs with the one-rank run's (outputs, losses and gradient norms exist on the last
+  pipeline stage only);
+- ``--save DIR`` (after the N steps, ``save_checkpoint``) and ``--resume DIR`` (``load_checkpoint`` after
+  ``initialize()``, then the N steps): a run that resumes, with verl's defaults and
+  ``use_checkpoint_opt_param_scheduler`` (the lr scheduler's state restored too).
+
+The report keeps the keys of ``probe.load_verl`` and adds ``layout`` and ``roles``; an error is reported
+with the stage it stopped at (and on stderr: a rank that stops early can leave the others waiting).
 
 verl 0.6.x differs (each difference is detected by what verl has, see :func:`legacy_engine` and
 :func:`verl_utils`): its engine needs ``use_mbridge=True`` and a Qwen3 model, its engine config has no
@@ -47,6 +59,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +75,7 @@ VOCAB, HIDDEN, LAYERS = 256, 64, 2
 PROMPT_LENGTH, RESPONSE_LENGTH = 6, 5
 PAD = 0
 LEARNING_RATE = 1e-4  # at 1e-3 Adam overshoots on this one batch (the critic's loss rises); 1e-4 descends
+TOTAL_TRAINING_STEPS = 12  # the lr schedule's length: the same in every run, so that a resumed run can match
 # The reference runs in float32 on the same (bf16) weights, so a difference is the engine's own bf16
 # rounding. The outputs compared sit where one bf16 step is 2**-8 (values up to ~0.83; the logits behind
 # the log-probs, which are taken in float32, are smaller): four such steps, 2**-6 ~= 0.0156, is the
@@ -220,7 +234,39 @@ def verl_utils(name: str) -> Any:
 # --- the engines ----------------------------------------------------------------------------------
 
 
-def build_engine(role: str, model_dir: Path, steps: int) -> Any:
+@dataclass(frozen=True)
+class Layout:
+    """Megatron's model-parallel sizes of a run; every other rank is data parallel."""
+
+    tensor: int = 1
+    pipeline: int = 1
+    context: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> Layout:
+        """``tp2``, ``pp2``, ``cp2``, or several joined by ``-`` (``tp2-cp2``)."""
+        names = {"tp": "tensor", "pp": "pipeline", "cp": "context"}
+        sizes = {}
+        for part in text.split("-"):
+            kind, size = part[:2], part[2:]
+            if kind not in names or not size.isdigit() or int(size) < 1:
+                raise SystemExit(f"layout {text!r}: use tpN, ppN, cpN or several joined by '-', e.g. tp2-cp2")
+            sizes[names[kind]] = int(size)
+        return cls(**sizes)
+
+    @property
+    def size(self) -> int:
+        return self.tensor * self.pipeline * self.context
+
+    def __str__(self) -> str:
+        sizes = {"tp": self.tensor, "pp": self.pipeline, "cp": self.context}
+        return "-".join(f"{kind}{size}" for kind, size in sizes.items() if size > 1) or "one rank"
+
+
+ONE_RANK = Layout()
+
+
+def build_engine(role: str, model_dir: Path, layout: Layout = ONE_RANK) -> Any:
     import torch
     from verl.trainer.config import CheckpointConfig
     from verl.workers.config import HFModelConfig, McoreEngineConfig, McoreOptimizerConfig
@@ -245,13 +291,22 @@ def build_engine(role: str, model_dir: Path, steps: int) -> Any:
         "sequence_parallel": False,
         "use_dist_checkpointing": False,
         "dtype": "bfloat16",
+        "tensor_model_parallel_size": layout.tensor,
+        "pipeline_model_parallel_size": layout.pipeline,
+        "context_parallel_size": layout.context,
         **options,
     }
     # 0.6.x's engine config has no micro-batch or padding fields: the batch carries them (engine_data)
     engine_config = McoreEngineConfig(
         **{key: value for key, value in settings.items() if key in McoreEngineConfig.__dataclass_fields__}
     )
-    optimizer_config = McoreOptimizerConfig(lr=LEARNING_RATE, total_training_steps=4 * max(steps, 1), clip_grad=1.0)
+    # the lr scheduler's state is saved and restored with a checkpoint (verl's default restarts it)
+    optimizer_config = McoreOptimizerConfig(
+        lr=LEARNING_RATE,
+        total_training_steps=TOTAL_TRAINING_STEPS,
+        clip_grad=1.0,
+        use_checkpoint_opt_param_scheduler=True,
+    )
     torch.manual_seed(SEED)
     return EngineRegistry.new(
         MODEL_TYPES[role], "megatron", model_config, engine_config, optimizer_config, CheckpointConfig()
@@ -423,6 +478,9 @@ def blank_result() -> dict[str, Any]:
         "error": None,
         "output_shape": None,
         "output_device": None,
+        "last_stage": None,
+        "outputs_before": None,
+        "outputs_after": None,
         "max_abs_diff": None,
         "tolerance_note": None,
         "losses": [],
@@ -434,15 +492,46 @@ def blank_result() -> dict[str, Any]:
     }
 
 
-def infer(role: str, engine: Any, model_dir: Path, padded: dict[str, Any], head: Any, result: dict[str, Any]) -> Any:
-    """``infer_batch`` as the trainer calls it; the output, padded to the responses, compared with the reference."""
+@dataclass(frozen=True)
+class Run:
+    """Where a role runs and what it does besides training: the reference, a checkpoint saved or resumed from."""
+
+    layout: Layout = ONE_RANK
+    reference: bool = True  # compare with Hugging Face (one rank: the value head is whole there)
+    save: Path | None = None  # save_checkpoint here after training (a folder per role)
+    resume: Path | None = None  # load_checkpoint from here before training
+
+
+def infer(role: str, engine: Any, padded: dict[str, Any], result: dict[str, Any]) -> Any:
+    """``infer_batch`` as the trainer calls it: the output, padded to the responses, on every rank.
+
+    The output exists on the last pipeline stage only; the other stages get it from there, as the trainer
+    hands every rank the values (log-probs) the last stage computed.
+    """
+    import torch
+    from megatron.core import parallel_state
+
     infer_data = engine_data(padded, {}, compute_loss=False, calculate_entropy=role == "actor")
     with engine.eval_mode():
         output = engine.infer_batch(infer_data, loss_function=None)
-    produced = output_tensor(role, output)
-    result["output_device"] = str(produced.device)
-    result["output_shape"] = list(produced.values().shape if produced.is_nested else produced.shape)
-    ours = to_padded(role, produced, infer_data)
+    ours = torch.zeros(padded["response_mask"].shape, dtype=torch.float32)
+    if parallel_state.is_pipeline_last_stage():
+        produced = output_tensor(role, output)
+        result["output_device"] = str(produced.device)
+        result["output_shape"] = list(produced.values().shape if produced.is_nested else produced.shape)
+        ours = to_padded(role, produced, infer_data)
+        if role == "actor":
+            model_output = output["model_output"]
+            result["entropy_computed"] = isinstance(model_output, dict) and model_output.get("entropy") is not None
+    if parallel_state.get_pipeline_model_parallel_world_size() > 1:
+        source = parallel_state.get_pipeline_model_parallel_last_rank()
+        torch.distributed.broadcast(ours, source, group=parallel_state.get_pipeline_model_parallel_group())
+    return ours
+
+
+def compare_with_reference(
+    role: str, ours: Any, model_dir: Path, padded: dict[str, Any], head: Any, result: dict[str, Any]
+) -> None:
     expected = reference(role, model_dir, padded, head)
     mask = padded["response_mask"].bool()
     result["max_abs_diff"] = float((ours - expected).abs()[mask].max())
@@ -452,10 +541,6 @@ def infer(role: str, engine: Any, model_dir: Path, padded: dict[str, Any], head:
         f"max |verl on the simulated NPU (bf16) - Hugging Face on the CPU (float32)| over {int(mask.sum())} "
         f"valid response tokens; {TOLERANCE} is four bf16 steps at outputs under 1"
     )
-    if role == "actor":
-        model_output = output["model_output"]
-        result["entropy_computed"] = isinstance(model_output, dict) and model_output.get("entropy") is not None
-    return ours
 
 
 def train(role: str, engine: Any, padded: dict[str, Any], inferred: Any, steps: int, result: dict[str, Any]) -> None:
@@ -471,7 +556,8 @@ def train(role: str, engine: Any, padded: dict[str, Any], inferred: Any, steps: 
         with engine.train_mode():
             output = engine.train_batch(data, loss_function=loss)
         lr_after = float(engine.lr_scheduler_step())
-        result["losses"].append(float(sum(_as_float(value) for value in _as_list(output["loss"]))))
+        if "loss" in output:  # the last pipeline stage's
+            result["losses"].append(float(sum(_as_float(value) for value in _as_list(output["loss"]))))
         metrics = output.get("metrics", {})
         if "grad_norm" in metrics:
             grad_norms.extend(_as_float(value) for value in _as_list(metrics["grad_norm"]))
@@ -479,24 +565,39 @@ def train(role: str, engine: Any, padded: dict[str, Any], inferred: Any, steps: 
     result["lr"] = [lr_before, lr_after]
 
 
-def run_role(role: str, directory: Path, steps: int) -> dict[str, Any]:
+def run_role(role: str, directory: Path, steps: int, run: Run) -> dict[str, Any]:
     import torch
+    from megatron.core import parallel_state
 
     result = blank_result()
     began = time.perf_counter()
     try:
         model_dir = write_model_dir(directory / role, role)
-        engine = build_engine(role, model_dir, steps)
+        engine = build_engine(role, model_dir, run.layout)
         result["engine"] = f"{type(engine).__module__}.{type(engine).__qualname__}"
         result["stage"] = "initialize"
         engine.initialize()
         result["core_attention"] = core_attention(engine)
-        before = weights(engine)
+        result["last_stage"] = parallel_state.is_pipeline_last_stage()
         padded = padded_batch()
         result["stage"] = "infer"
-        inferred = infer(role, engine, model_dir, padded, value_head(before) if role == "critic" else None, result)
+        # before any checkpoint is loaded: the old values / log-probs of the batch, as the uninterrupted run has them
+        inferred = infer(role, engine, padded, result)
+        result["outputs_before"] = inferred.tolist()
+        if run.reference:
+            head = value_head(weights(engine)) if role == "critic" else None
+            compare_with_reference(role, inferred, model_dir, padded, head, result)
+        if run.resume is not None:
+            result["stage"] = "load"
+            engine.load_checkpoint(str(run.resume / role), del_local_after_load=False)
+        before = weights(engine)
         result["stage"] = "train"
         train(role, engine, padded, inferred, steps, result)
+        result["stage"] = "infer after training"
+        result["outputs_after"] = infer(role, engine, padded, {}).tolist()
+        if run.save is not None:
+            result["stage"] = "save"
+            engine.save_checkpoint(str(run.save / role), global_step=steps)
         after = weights(engine)
         result["weights_changed"] = any(not torch.equal(before[name], after[name]) for name in before)
         result["weights_sha256"] = digest(after)
@@ -504,6 +605,8 @@ def run_role(role: str, directory: Path, steps: int) -> dict[str, Any]:
     except Exception as error:  # reported, not raised: the caller's test says what was expected
         result["error"] = f"{type(error).__name__}: {error}"
         result["traceback"] = traceback.format_exc().splitlines()[-12:]
+        # on stderr too: a rank that stops early can leave the others waiting in a collective
+        print(f"train_probe: {run.layout}, {role}: {result['stage']}: {traceback.format_exc()}", file=sys.stderr)
     result["seconds"] = round(time.perf_counter() - began, 2)
     return result
 
@@ -530,7 +633,17 @@ def _as_float(value: Any) -> float:
     return float(value.item() if hasattr(value, "item") else value)
 
 
-def main(mode: str, roles: list[str], steps: int, skipped: list[str]) -> dict[str, Any]:
+def main(
+    mode: str,
+    roles: list[str],
+    steps: int,
+    skipped: list[str],
+    layout: Layout = ONE_RANK,
+    rank: int | None = None,
+    world_size: int = 1,
+    save: Path | None = None,
+    resume: Path | None = None,
+) -> dict[str, Any]:
     import torch
 
     began = time.perf_counter()
@@ -543,16 +656,36 @@ def main(mode: str, roles: list[str], steps: int, skipped: list[str]) -> dict[st
     if not report["compute_mode"]:
         raise SystemExit("the simulated torch_npu is not in compute mode: was torch imported before this script ran?")
     report["skipped_fix"] = skipped
-    init_single_rank()
+    if rank is None:
+        init_single_rank()
+    else:
+        # as verl's TrainingWorker: "hccl" is the stand-in torch_npu's (gloo underneath) for npu tensors
+        torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=rank, world_size=world_size)
+        report["rank"] = rank
+    report["layout"] = str(layout)
     report["roles"] = {}
+    run = Run(layout, reference=layout == ONE_RANK, save=save, resume=resume)
     with tempfile.TemporaryDirectory() as directory:
         for role in roles:
-            report["roles"][role] = run_role(role, Path(directory), steps)
+            report["roles"][role] = run_role(role, Path(directory), steps, run)
             if legacy_engine():
                 separate_engines()
     torch.distributed.destroy_process_group()
     report["seconds"] = round(time.perf_counter() - began, 2)
     return report
+
+
+def start_ranks(
+    mode: str, directory: Path, layout: str, *options: str, world_size: int = 2, **variables: str
+) -> list[tuple[subprocess.Popen[str], Path]]:
+    """``world_size`` rank processes of one activation in ``layout``, and their outputs."""
+    port = str(probe.testing_kit().free_port())
+    outputs = [directory / f"{mode}-{layout}-rank{rank}.json" for rank in range(world_size)]
+    ranks = ("--world-size", str(world_size), "--layout", layout, *options)
+    address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, **variables}
+    return [
+        (start(mode, output, "--rank", str(rank), *ranks, **address), output) for rank, output in enumerate(outputs)
+    ]
 
 
 if __name__ == "__main__" and sys.argv[1:2] == [REFERENCE_FLAG]:
@@ -564,6 +697,11 @@ elif __name__ == "__main__":
     parser.add_argument("--roles", default=",".join(ROLES), help="comma-separated: critic, actor")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--skip-fix", metavar="NAMES", default="", help="comma-separated: fixes that stand aside")
+    parser.add_argument("--rank", type=int, help="this process's rank (MASTER_ADDR/MASTER_PORT from the environment)")
+    parser.add_argument("--world-size", type=int, default=1)
+    parser.add_argument("--layout", default="", help="with --rank: tp2, pp2, cp2, or several joined by '-' (tp2-cp2)")
+    parser.add_argument("--save", type=Path, metavar="DIR", help="save a checkpoint here after training")
+    parser.add_argument("--resume", type=Path, metavar="DIR", help="load the checkpoint saved here before training")
     arguments = parser.parse_args()
     chosen = [role.strip() for role in arguments.roles.split(",") if role.strip()]
     unknown = sorted(set(chosen) - set(ROLES))
@@ -574,7 +712,24 @@ elif __name__ == "__main__":
     if arguments.skip_fix and arguments.mode == "none":
         raise SystemExit("--skip-fix needs the shim: use a mode other than none")
     skipped = [name for name in arguments.skip_fix.split(",") if name]
-    result = main(arguments.mode, chosen, arguments.steps, skipped)
+    layout = Layout.parse(arguments.layout) if arguments.layout else ONE_RANK
+    if (arguments.rank is None) != (layout == ONE_RANK):
+        raise SystemExit("--layout and --rank go together (one process per rank of a group)")
+    if layout.size != arguments.world_size:
+        raise SystemExit(f"layout {layout} does not fill --world-size {arguments.world_size} (data parallel size 1)")
+    if arguments.save and arguments.resume:
+        raise SystemExit("--save and --resume are two runs: give one")
+    result = main(
+        arguments.mode,
+        chosen,
+        arguments.steps,
+        skipped,
+        layout,
+        rank=arguments.rank,
+        world_size=arguments.world_size,
+        save=arguments.save,
+        resume=arguments.resume,
+    )
     text = json.dumps(result, indent=2, default=str)
     if arguments.output:
         Path(arguments.output).write_text(text)
