@@ -7,8 +7,10 @@ context parallelism 2. They build verl's Megatron critic and actor engines for
 real, with real megatron-core; the NPU is npu_shim.testing's stand-in torch_npu,
 and MindSpeed its stand-in, which records each ``repatch`` and, as MindSpeed does,
 builds the context-parallel ring only if that repatch came before Megatron's
-parallel state. Two more run verl's critic one PPO step with the simulated NPU computing
-(tests/matrix/train_probe.py): values, then verl's value loss before and after the step.
+parallel state. Two more train verl's critic and actor with the simulated NPU computing
+(tests/matrix/train_probe.py): values, then verl's value loss before and after the steps; and two
+pairs of ranks train the actor with context parallelism 2, where MindSpeed's ring attention runs only if
+its ring was built, compared with the one-rank actor's log-probs.
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ def critic_step_line(report: dict[str, Any]) -> str:
     return f"{values}; loss {first:.3f} -> {last:.3f}"
 
 
+def actor_cp_line(ranks: list[dict[str, Any]], one_rank: dict[str, Any]) -> str:
+    actor = ranks[0]["roles"]["actor"]
+    if actor["error"]:
+        kind, _, message = actor["error"].partition(": ")
+        if message.startswith("Context parallel ranks for ring"):  # MindSpeed's, from its CP attention's forward
+            return f"fails at its first forward: {kind} (MindSpeed's ring not initialized)"
+        return f"failed at {actor['stage']}: {kind}"
+    reference = one_rank["roles"]["actor"]["outputs_before"]
+    pairs = zip(actor["outputs_before"], reference, strict=True)
+    difference = max(abs(a - b) for row, other in pairs for a, b in zip(row, other, strict=True))
+    first, *_, last = actor["losses"]
+    return f"log-probs {difference:.4f} from one rank's; loss {first:.3f} -> {last:.3f}"
+
+
 def rows(report: dict[str, Any]) -> list[str]:
     value = report["value_model"]
     resolved = value["error"].split(":", 1)[0] + " (below)" if "error" in value else value["class"].rsplit(".", 1)[1]
@@ -75,7 +91,7 @@ CRITIC_STEPS = 3
 def main() -> int:
     print("npu_shim demo: verl 0.7.1 from PyPI, real megatron-core, gloo ranks on this CPU.")
     print("The Ascend NPU is SIMULATED (npu_shim.testing's stand-ins for torch_npu and MindSpeed).")
-    print("Building both engines, then training the critic, without and with the shim (eight interpreters) ...\n")
+    print("Building both engines, then training them, without and with the shim (each run in fresh interpreters) ...\n")
     modes = ("none", "sitecustomize")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -87,10 +103,15 @@ def main() -> int:
         cp_ranks = {mode: probe.start_ranks(mode, directory) for mode in modes}
         if not (cp_reports := collect(cp_ranks)):
             return 1
-        options = ("--roles", "critic", "--steps", str(CRITIC_STEPS))
+        options = ("--steps", str(CRITIC_STEPS))
         outputs = {mode: directory / f"train-{mode}.json" for mode in modes}
         training = {mode: [(train_probe.start(mode, outputs[mode], *options), outputs[mode])] for mode in modes}
         if not (trained := collect(training)):
+            return 1
+        actor_cp = {
+            mode: train_probe.start_ranks(mode, directory, "cp2", "--roles", "actor", *options) for mode in modes
+        }
+        if not (actor_cp_reports := collect(actor_cp)):
             return 1
     labels = [
         'get_engine_cls("value_model", "megatron")',
@@ -101,12 +122,14 @@ def main() -> int:
         "critic, CP=2 on 2 ranks: MindSpeed's ring",
         "actor, CP=2 on 2 ranks: MindSpeed's ring",
         f"critic: {CRITIC_STEPS} PPO steps (value loss)",
+        f"actor, CP=2 on 2 ranks: {CRITIC_STEPS} PPO steps",
     ]
     before, after = (
         [
             *rows(reports[mode][0]),
             *(ring_line(cp_reports[mode], engine) for engine in ("value_model", "language_model")),
             critic_step_line(trained[mode][0]),
+            actor_cp_line(actor_cp_reports[mode], trained[mode][0]),
         ]
         for mode in modes
     )

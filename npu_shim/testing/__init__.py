@@ -21,11 +21,15 @@ tracker; it costs nothing at import, and the registry, repatch and ring-state te
 imported; ``simulate_npu(compute=True)``; ``simulated_npu_env(compute=True)``): tensors live on
 ``npu:0`` and compute on the CPU (a wrapper subclass over CPU tensors, ``torch_npu._compute``),
 ``torch_npu.contrib.transfer_to_npu`` sends CUDA calls there (MindSpeed's adaptor imports it, as the
-real one does), ``npu_fusion_attention`` and MindSpeed's fusion attention have reference
-implementations, and the MindSpeed stand-in stands in for Transformer Engine's layers, so that
-verl's Megatron engines run ``initialize()``, ``infer_batch`` and ``train_batch`` on a gloo rank
-(``tests/matrix/train_probe.py``; about 10 s a process on 2 cores). The arithmetic is the CPU's:
-compute mode shows that code paths run and what they compute, not NPU numerics or speed.
+real one does), ``npu_fusion_attention`` (with its softmax statistics), its gradient and ``npu_rms_norm``
+have reference implementations, mixed-device ops raise as on a device, saved npu tensors load with
+``torch.load``'s defaults, ``torch.autocast("npu")`` works and memory figures count; the MindSpeed stand-in
+stands in for Transformer Engine's layers and apex's ``FusedAdam``, and computes its context-parallel
+(ring) attention across ranks. So verl's Megatron engines run ``initialize()``, ``infer_batch``,
+``train_batch``, ``save_checkpoint`` and ``load_checkpoint`` on one gloo rank or several, at tensor,
+pipeline and context parallel sizes above one (``tests/matrix/train_probe.py``; 10-20 s a process on 2
+cores). The arithmetic is the CPU's: compute mode shows that code paths run and what they compute, not
+NPU numerics or speed.
 
 Both stand-ins live in :data:`SIMULATED_DIR`, which must come before the real
 packages on ``sys.path``; a ``torch.backends`` entry point next to the stand-in
