@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 VARIABLE = "NPU_SHIM_SIM_COMPUTE"
 DEVICE: torch.device  # npu:0, once enable() has named the backend
@@ -151,19 +151,9 @@ class NpuTensor(torch.Tensor):
             return special(*args, **kwargs)
         # Results that are an argument itself (in-place and out= ops) are given back as that argument.
         identity: dict[int, torch.Tensor] = {}
-        for leaf in tree_flatten((args, kwargs))[0]:
-            if isinstance(leaf, NpuTensor):
-                identity[id(leaf._inner)] = leaf
-            elif isinstance(leaf, torch.Tensor):
-                identity[id(leaf)] = leaf
-                if leaf.dim() > 0 and leaf.device.type == "cpu" and func not in _CROSS_DEVICE:
-                    raise RuntimeError(
-                        "Expected all tensors to be on the same device, but found at least two devices, "
-                        f"{DEVICE} and cpu! (when checking the arguments of {func}; simulated NPU, npu_shim.testing)"
-                    )
         leaves_to_cpu = "device" in kwargs and kwargs["device"] is not None and not _is_npu(kwargs["device"])
-        inner_args = tree_map(_unwrap, args)
-        inner_kwargs = tree_map(_unwrap, kwargs)
+        inner_args = _unwrapped(args, identity, func)
+        inner_kwargs = _unwrapped(kwargs, identity, func)
         if inner_kwargs.get("generator") is None and _draws_random(func):
             inner_kwargs["generator"] = _GENERATOR
         if func in _RANDOM_WITHOUT_GENERATOR:
@@ -171,8 +161,8 @@ class NpuTensor(torch.Tensor):
         else:
             result = func(*inner_args, **inner_kwargs)
         if leaves_to_cpu:
-            return tree_map(lambda value: _cpu_result(value, identity), result)
-        return tree_map(lambda value: _wrap(value, identity), result)
+            return _rewrapped(result, lambda value: _cpu_result(value, identity))
+        return _rewrapped(result, lambda value: _wrap(value, identity))
 
 
 # Ops that take CPU tensors beside device ones on any device (CUDA's rules): copies between devices, and
@@ -227,10 +217,35 @@ def _cpu_result(value: Any, identity: dict[int, torch.Tensor]) -> Any:
     return known
 
 
-def _unwrap(value: Any) -> Any:
+# An aten op's arguments and results are tensors, scalars, devices and lists, tuples or dicts of them: walked
+# here by hand, as torch's general pytree (namedtuples, registered containers) costs most of an op's time.
+def _unwrapped(value: Any, identity: dict[int, torch.Tensor], func: Any) -> Any:
+    """``value`` with npu tensors as their inner CPU tensors and npu devices as the CPU; every tensor in
+    ``identity`` (by the id of what the op sees); a CPU tensor beside npu ones refused, as a device does."""
     if isinstance(value, NpuTensor):
+        identity[id(value._inner)] = value
         return value._inner
+    if isinstance(value, torch.Tensor):
+        identity[id(value)] = value
+        if value.dim() > 0 and value.device.type == "cpu" and func not in _CROSS_DEVICE:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{DEVICE} and cpu! (when checking the arguments of {func}; simulated NPU, npu_shim.testing)"
+            )
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrapped(item, identity, func) for item in value)
+    if isinstance(value, dict):
+        return {key: _unwrapped(item, identity, func) for key, item in value.items()}
     return _to_cpu_device(value)
+
+
+def _rewrapped(value: Any, wrap: Callable[[torch.Tensor], Any]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return wrap(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_rewrapped(item, wrap) for item in value)
+    return value
 
 
 def _wrap(value: Any, identity: dict[int, torch.Tensor]) -> Any:
