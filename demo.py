@@ -57,7 +57,7 @@ def critic_step_line(report: dict[str, Any]) -> str:
 
 
 def actor_cp_line(ranks: list[dict[str, Any]], one_rank: dict[str, Any]) -> str:
-    actor = ranks[0]["roles"]["actor"]
+    actor = ranks[0]["layouts"]["cp2"]["actor"]
     if actor["error"]:
         kind, _, message = actor["error"].partition(": ")
         if message.startswith("Context parallel ranks for ring"):  # MindSpeed's, from its CP attention's forward

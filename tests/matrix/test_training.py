@@ -54,10 +54,17 @@ def cannot_train(run: str, role: str) -> tuple[str, str] | None:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the shim's run saves a checkpoint after two of its steps (for test_a_resumed_run_continues_bit_for_bit)."""
+    return tmp_path_factory.mktemp("checkpoints")
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory, checkpoints: Path) -> dict[str, dict[str, Any]]:
     """Without the shim, with it, and, where the shim carries a fix the run needs, with it minus that fix."""
     directory = tmp_path_factory.mktemp("training")
-    runs = {"none": ("none",), "shim": ("sitecustomize",)}
+    saving = ("--save", str(checkpoints), "--save-after", str(SAVED_AFTER)) if RESUMES else ()
+    runs = {"none": ("none",), "shim": ("sitecustomize", *saving)}
     if VERL == "0.7.1":
         runs["shim without #5870"] = ("import-before", "--roles", "critic", "--skip-fix", "megatron_critic")
     if LACKS_5580:
@@ -164,6 +171,7 @@ PARALLEL_LAYOUTS = {
     ("0.9.1", False): ("cp2",),
 }.get((VERL, MEGATRON_0_12), ())
 RESUMES = (VERL, MEGATRON_0_12) in {("0.7.1", False), ("0.7.1", True), ("0.8.0", False), ("0.9.1", False)}
+SAVED_AFTER = 2  # the shim's run saves a checkpoint after two of its three steps, and trains on
 RING_NOT_BUILT = "AssertionError: Context parallel ranks for ring intra window not initialized"
 # Where a TP or CP split changes the order of partial sums (the row-parallel all-reduce; ring attention's block
 # merges), an engine's bf16 activations can each land on a neighbouring bf16 value: as for the reference, four
@@ -179,18 +187,15 @@ GRAD_NORM_RELATIVE = 4 * 2**-8
 CP_BUGS_OF_0_6 = VERL == "0.6.1"
 
 
-def ring_error_run() -> tuple[str, tuple[str, ...]]:
-    """The run whose actor repatches after the parallel state at CP = 2: verl as it ships, or, where verl's Megatron
-    forward cannot run at all without the shim (#5580), the shim without its repatch placement (lm_engine_repatch)."""
-    if LACKS_5580:
-        return ACTOR_BASELINE, ("import-before", "--roles", "actor", "--skip-fix", "lm_engine_repatch")
-    return "none", ("none",)
+# verl as it ships, whose LM engine repatches after the parallel state (0.6.x/0.7.x). Not beside PyPI 0.7.1 with
+# megatron-core 0.12.1, where verl's Megatron forward dies earlier (#5580, above); 0.6.1 shows the 2.3.0 line.
+RING_ERROR = AFFECTED and "cp2" in PARALLEL_LAYOUTS and not LACKS_5580
 
 
-def run_pair(directory: Path, name: str, mode: str, layout: str, *options: str) -> list[dict[str, Any]]:
-    """Both ranks' reports of one activation in one layout (a new port if another process took it first)."""
+def run_pair(directory: Path, name: str, mode: str, layouts: str) -> list[dict[str, Any]]:
+    """Both ranks' reports of one activation, the layouts in turn (a new port if another process took it first)."""
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        ranks = train_probe.start_ranks(mode, directory / name, layout, "--steps", str(STEPS), *options)
+        ranks = train_probe.start_ranks(mode, directory / name, layouts, "--steps", str(STEPS))
         finished = probe.finish({str(rank): process for rank, (process, _) in enumerate(ranks)})
         failed = {rank: stderr for rank, (status, stderr) in finished.items() if status != 0}
         if not (failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed.values()))):
@@ -201,22 +206,22 @@ def run_pair(directory: Path, name: str, mode: str, layout: str, *options: str) 
 
 @pytest.fixture(scope="module")
 def parallel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    """(activation, layout) -> each rank's report; one pair of ranks at a time."""
+    """activation -> each rank's report; one pair of ranks at a time, running every layout in turn."""
     directory = tmp_path_factory.mktemp("parallel")
-    runs = {f"shim {layout}": ("sitecustomize", layout) for layout in PARALLEL_LAYOUTS}
-    if AFFECTED and "cp2" in PARALLEL_LAYOUTS:
-        name, (mode, *options) = ring_error_run()
-        runs[f"{name} cp2"] = (mode, "cp2", *options)
+    runs = {"shim": ("sitecustomize", ",".join(PARALLEL_LAYOUTS))}
+    if RING_ERROR:
+        runs["none"] = ("none", "cp2")
     results = {}
-    for name, (mode, layout, *options) in runs.items():
+    for name, (mode, layouts) in runs.items():
         (directory / name).mkdir()
-        results[name] = run_pair(directory, name, mode, layout, *options)
+        results[name] = run_pair(directory, name, mode, layouts)
     return results
 
 
-def last_stage(reports: list[dict[str, Any]], role: str) -> dict[str, Any]:
+def last_stage(reports: list[dict[str, Any]], layout: str, role: str) -> dict[str, Any]:
     """The role's result on the last pipeline stage's last rank: where its outputs, losses and metrics are."""
-    return next(report["roles"][role] for report in reversed(reports) if report["roles"][role]["last_stage"])
+    results = [report["layouts"][layout][role] for report in reports]
+    return next(result for result in reversed(results) if result["last_stage"])
 
 
 def within(ours: list[list[float]], theirs: list[list[float]]) -> float:
@@ -226,63 +231,56 @@ def within(ours: list[list[float]], theirs: list[list[float]]) -> float:
 @pytest.mark.parametrize("layout", PARALLEL_LAYOUTS)
 @pytest.mark.parametrize("role", train_probe.ROLES)
 def test_at_a_parallel_size_of_two_each_role_trains_as_on_one_rank(parallel, reports, layout, role):
-    ranks = parallel[f"shim {layout}"]
+    ranks = parallel["shim"]
     one_rank = check(reports["shim"], "shim", role)
     for rank, report in enumerate(ranks):
-        assert (report["rank"], report["layout"], report["device"]) == (rank, layout, "npu")
-        result = report["roles"][role]
+        assert (report["rank"], report["device"]) == (rank, "npu")
+        result = report["layouts"][layout][role]
         assert result["stage"] == "done", (rank, result["error"], result.get("traceback"))
         assert result["weights_changed"], f"rank {rank}'s part of the {role} did not change"
-        # every rank works on the values (log-probs) the last pipeline stage computed
-        assert result["outputs_before"] == last_stage(ranks, role)["outputs_before"]
-    ours = last_stage(ranks, role)
+    ours = last_stage(ranks, layout, role)
+    # every rank works on the values (log-probs) the last pipeline stage computed
+    assert all(report["layouts"][layout][role]["outputs_before"] == ours["outputs_before"] for report in ranks)
     assert ours["output_device"].startswith("npu")
     assert len(ours["losses"]) == STEPS
-    grad_norms = next(report["roles"][role]["grad_norms"] for report in ranks if report["roles"][role]["grad_norms"])
+    grad_norms = next(norms for report in ranks if (norms := report["layouts"][layout][role]["grad_norms"]))
     if layout == "pp2":
         for key in ("outputs_before", "outputs_after", "losses"):
             assert ours[key] == one_rank[key], key
         assert grad_norms == pytest.approx(one_rank["grad_norms"], rel=1e-6)
         return
     assert ours["outputs_after"] != ours["outputs_before"]
+    expected_norms = one_rank["grad_norms"]
     if layout == "cp2" and CP_BUGS_OF_0_6:
         if role == "actor":
             assert within(ours["outputs_before"], one_rank["outputs_before"]) > train_probe.TOLERANCE, "#4250 mended?"
             return
-        assert grad_norms == pytest.approx([norm / 2 for norm in one_rank["grad_norms"]], rel=GRAD_NORM_RELATIVE)
-        grad_norms = one_rank["grad_norms"]
+        expected_norms = [norm / 2 for norm in expected_norms]  # the halved gradient
     for key in ("outputs_before", "outputs_after"):
         assert within(ours[key], one_rank[key]) <= train_probe.TOLERANCE, key
     assert ours["losses"] == pytest.approx(one_rank["losses"], abs=train_probe.TOLERANCE)
-    assert grad_norms == pytest.approx(one_rank["grad_norms"], rel=GRAD_NORM_RELATIVE)
+    assert grad_norms == pytest.approx(expected_norms, rel=GRAD_NORM_RELATIVE)
 
 
-@pytest.mark.skipif(not (AFFECTED and "cp2" in PARALLEL_LAYOUTS), reason="where verl repatches after the mesh")
-def test_at_cp2_an_actor_that_repatches_after_the_mesh_dies_at_its_first_forward(parallel):
+@pytest.mark.skipif(not RING_ERROR, reason="where verl as it ships repatches after the mesh and runs a forward")
+def test_at_cp2_without_the_shim_the_actor_dies_at_its_first_forward(parallel):
     """verl 0.6.x/0.7.x's LM engine repatches at the end of __init__: MindSpeed's ring is never built, and its
     context-parallel attention stops at the first forward. The shim's placement (lm_engine_repatch) mends it:
     with the shim both roles train (the test above)."""
-    name, (mode, *_) = ring_error_run()
-    for rank, report in enumerate(parallel[f"{name} cp2"]):
-        actor = report["roles"]["actor"]
+    for rank, report in enumerate(parallel["none"]):
+        actor, critic = (report["layouts"]["cp2"][role] for role in ("actor", "critic"))
         assert (actor["stage"], actor["error"]) == ("infer", RING_NOT_BUILT), rank
-        if mode == "none":
-            assert (report["roles"]["critic"]["stage"], report["roles"]["critic"]["error"]) == ("build", UNKNOWN_DEVICE)
+        assert (critic["stage"], critic["error"]) == ("build", UNKNOWN_DEVICE), rank
 
 
 @pytest.fixture(scope="module")
-def resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """Two steps and save_checkpoint, then in a fresh process load_checkpoint and one step (verl's defaults)."""
-    directory = tmp_path_factory.mktemp("resume")
-    checkpoints = directory / "checkpoints"
-    results = {}
-    for name, options in (("saved", ("--steps", "2", "--save")), ("resumed", ("--steps", "1", "--resume"))):
-        output = directory / f"{name}.json"
-        child = train_probe.start("sitecustomize", output, *options, str(checkpoints))
-        ((status, stderr),) = probe.finish({name: child}).values()
-        assert status == 0, f"train_probe {name} failed:\n{stderr}"
-        results[name] = json.loads(output.read_text())
-    return results
+def resumed(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any], checkpoints: Path) -> dict[str, Any]:
+    """In a fresh process, build, load_checkpoint the shim's run saved after two steps, and train one more."""
+    output = tmp_path_factory.mktemp("resume") / "resumed.json"
+    child = train_probe.start("sitecustomize", output, "--steps", "1", "--resume", str(checkpoints))
+    ((status, stderr),) = probe.finish({"resumed": child}).values()
+    assert status == 0, f"train_probe resumed failed:\n{stderr}"
+    return json.loads(output.read_text())
 
 
 @pytest.mark.skipif(not RESUMES, reason="resume runs on 0.7.1 (both Megatrons), 0.8.0 and 0.9.1")
@@ -291,14 +289,14 @@ def test_a_resumed_run_continues_bit_for_bit(resumed, reports, role):
     """With the distributed optimizer (verl's default), which resumes only with MindSpeed's FusedAdam adaptation:
     without it Megatron takes its branch for torch's Adam, whose state_dict asserts an optimizer that never
     stepped (``distrib_optimizer.py``, ``assert len(steps) == 1``), at load_checkpoint."""
-    uninterrupted = check(reports["shim"], "shim", role)
-    saved, resumed_run = (resumed[name]["roles"][role] for name in ("saved", "resumed"))
-    for result in (saved, resumed_run):
-        assert result["stage"] == "done", (result["error"], result.get("traceback"))
-    assert saved["losses"] == uninterrupted["losses"][:2]
-    assert resumed_run["losses"] == uninterrupted["losses"][2:]
-    assert resumed_run["grad_norms"] == uninterrupted["grad_norms"][2:]
+    uninterrupted = check(reports["shim"], "shim", role)  # saved a checkpoint after two steps, and trained on
+    assert uninterrupted["saved_after"] == SAVED_AFTER
+    resumed_run = resumed["roles"][role]
+    assert resumed_run["stage"] == "done", (resumed_run["error"], resumed_run.get("traceback"))
+    assert resumed_run["losses"] == uninterrupted["losses"][SAVED_AFTER:]
+    assert resumed_run["grad_norms"] == uninterrupted["grad_norms"][SAVED_AFTER:]
     assert resumed_run["weights_sha256"] == uninterrupted["weights_sha256"]
     assert resumed_run["outputs_after"] == uninterrupted["outputs_after"]
-    # use_checkpoint_opt_param_scheduler: the lr goes on from where the saved run left it
-    assert resumed_run["lr"] == [saved["lr"][1], uninterrupted["lr"][1]]
+    # use_checkpoint_opt_param_scheduler: the lr goes on from the saved step's (a fresh one would restart at 1e-4)
+    assert resumed_run["lr"][1] == uninterrupted["lr"][1]
+    assert resumed_run["lr"][0] < uninterrupted["lr"][0]

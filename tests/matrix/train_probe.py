@@ -17,16 +17,18 @@ Where it runs (one mode of :func:`main`):
   Face Qwen2 (Qwen3 on verl 0.6.x, see :func:`model_family`) on the plain CPU, with the weights the
   engine loaded from the model directory (the critic's value head is read out of the engine after
   ``initialize()``: mbridge initialises it);
-- ``--rank R --world-size W --layout tp2`` (``pp2``, ``cp2``, or several joined by ``-``): one rank of W
-  (one process per rank, MASTER_ADDR/MASTER_PORT from the environment, verl's TrainingWorker backends); the
-  test compares the outputs with the one-rank run's (outputs, losses and gradient norms exist on the last
+- ``--rank R --world-size W --layouts tp2,pp2,cp2`` (each ``tp2``, ``pp2``, ``cp2``, or several joined by
+  ``-``): one rank of W (one process per rank, MASTER_ADDR/MASTER_PORT from the environment, verl's
+  TrainingWorker backends), each layout in turn, as a job of its own (:func:`as_a_new_job`); the test
+  compares the outputs with the one-rank run's (outputs, losses and gradient norms exist on the last
   pipeline stage only);
-- ``--save DIR`` (after the N steps, ``save_checkpoint``) and ``--resume DIR`` (``load_checkpoint`` after
-  ``initialize()``, then the N steps): a run that resumes, with verl's defaults and
-  ``use_checkpoint_opt_param_scheduler`` (the lr scheduler's state restored too).
+- ``--save DIR [--save-after K]`` (``save_checkpoint`` after K of the N steps, then on to N) and
+  ``--resume DIR`` (``load_checkpoint`` after ``initialize()``, then the N steps): a run that resumes, with
+  verl's defaults and ``use_checkpoint_opt_param_scheduler`` (the lr scheduler's state restored too).
 
-The report keeps the keys of ``probe.load_verl`` and adds ``layout`` and ``roles``; an error is reported
-with the stage it stopped at (and on stderr: a rank that stops early can leave the others waiting).
+The report keeps the keys of ``probe.load_verl`` and adds ``layouts`` (layout -> role -> result) and, for one
+layout, ``roles``; an error is reported with the stage it stopped at (and on stderr: a rank that stops early
+can leave the others waiting).
 
 verl 0.6.x differs (each difference is detected by what verl has, see :func:`legacy_engine` and
 :func:`verl_utils`): its engine needs ``use_mbridge=True`` and a Qwen3 model, its engine config has no
@@ -497,9 +499,14 @@ class Run:
     """Where a role runs and what it does besides training: the reference, a checkpoint saved or resumed from."""
 
     layout: Layout = ONE_RANK
-    reference: bool = True  # compare with Hugging Face (one rank: the value head is whole there)
-    save: Path | None = None  # save_checkpoint here after training (a folder per role)
+    save: Path | None = None  # save_checkpoint here (a folder per role) ...
+    save_after: int | None = None  # ... after this many steps (default: all of them), training on after it
     resume: Path | None = None  # load_checkpoint from here before training
+
+    @property
+    def reference(self) -> bool:
+        """Compare with Hugging Face: on one rank, where the value head is whole (several: with the one-rank run)."""
+        return self.layout == ONE_RANK
 
 
 def infer(role: str, engine: Any, padded: dict[str, Any], result: dict[str, Any]) -> Any:
@@ -543,15 +550,24 @@ def compare_with_reference(
     )
 
 
-def train(role: str, engine: Any, padded: dict[str, Any], inferred: Any, steps: int, result: dict[str, Any]) -> None:
-    """``steps`` times ``train_batch`` on one batch with verl's loss, each followed by an lr scheduler step."""
+def train(
+    role: str,
+    engine: Any,
+    padded: dict[str, Any],
+    inferred: Any,
+    steps: int,
+    result: dict[str, Any],
+    after_step: Any = None,
+) -> None:
+    """``steps`` times ``train_batch`` on one batch with verl's loss, each followed by an lr scheduler step
+    and ``after_step(steps done)``."""
     extra = role_tensors(role, padded)
     # the trainer's own order: old values / old log-probs are what the engine just inferred
     extra["values" if role == "critic" else "old_log_probs"] = inferred.clone()
     lr_before = lr_after = current_lr(engine)
     loss = loss_function(role, engine.model_config)
     grad_norms: list[float] = []
-    for _ in range(steps):
+    for step in range(steps):
         data = engine_data(padded, extra, global_batch_size=2)
         with engine.train_mode():
             output = engine.train_batch(data, loss_function=loss)
@@ -561,6 +577,8 @@ def train(role: str, engine: Any, padded: dict[str, Any], inferred: Any, steps: 
         metrics = output.get("metrics", {})
         if "grad_norm" in metrics:
             grad_norms.extend(_as_float(value) for value in _as_list(metrics["grad_norm"]))
+        if after_step is not None:
+            after_step(step + 1)
     result["grad_norms"] = grad_norms or None
     result["lr"] = [lr_before, lr_after]
 
@@ -592,12 +610,15 @@ def run_role(role: str, directory: Path, steps: int, run: Run) -> dict[str, Any]
             engine.load_checkpoint(str(run.resume / role), del_local_after_load=False)
         before = weights(engine)
         result["stage"] = "train"
-        train(role, engine, padded, inferred, steps, result)
+
+        def save_after(done: int) -> None:
+            if run.save is not None and done == (run.save_after or steps):
+                engine.save_checkpoint(str(run.save / role), global_step=done)
+                result["saved_after"] = done
+
+        train(role, engine, padded, inferred, steps, result, save_after)
         result["stage"] = "infer after training"
         result["outputs_after"] = infer(role, engine, padded, {}).tolist()
-        if run.save is not None:
-            result["stage"] = "save"
-            engine.save_checkpoint(str(run.save / role), global_step=steps)
         after = weights(engine)
         result["weights_changed"] = any(not torch.equal(before[name], after[name]) for name in before)
         result["weights_sha256"] = digest(after)
@@ -633,16 +654,36 @@ def _as_float(value: Any) -> float:
     return float(value.item() if hasattr(value, "item") else value)
 
 
+def as_a_new_job() -> None:
+    """Between two layouts in one process: Megatron's parallel state torn down, MindSpeed as a new process has it.
+
+    One process pair for several layouts costs one import of verl instead of one per layout. Only with
+    npu_shim.testing's MindSpeed stand-in (the real one cannot be put back: one layout per process there), and
+    not on megatron-core 0.12 (its destroy_model_parallel leaves the position-embedding ranks behind, and the
+    next pipeline-parallel layout's gradients reduce over a group that is gone).
+    """
+    import gc
+    from importlib.metadata import version
+
+    from megatron.core import parallel_state
+    from mindspeed import megatron_adaptor
+
+    if not getattr(megatron_adaptor, "SIMULATED", False) or version("megatron-core").startswith("0.12."):
+        raise SystemExit("several layouts in one process need the MindSpeed stand-in and megatron-core 0.13 or later")
+    gc.collect()
+    if parallel_state.model_parallel_is_initialized():
+        parallel_state.destroy_model_parallel()
+    megatron_adaptor.simulate_fresh_process()
+
+
 def main(
     mode: str,
     roles: list[str],
     steps: int,
     skipped: list[str],
-    layout: Layout = ONE_RANK,
+    runs: tuple[Run, ...] = (Run(),),
     rank: int | None = None,
     world_size: int = 1,
-    save: Path | None = None,
-    resume: Path | None = None,
 ) -> dict[str, Any]:
     import torch
 
@@ -662,26 +703,30 @@ def main(
         # as verl's TrainingWorker: "hccl" is the stand-in torch_npu's (gloo underneath) for npu tensors
         torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=rank, world_size=world_size)
         report["rank"] = rank
-    report["layout"] = str(layout)
-    report["roles"] = {}
-    run = Run(layout, reference=layout == ONE_RANK, save=save, resume=resume)
+    report["layouts"] = {}
     with tempfile.TemporaryDirectory() as directory:
-        for role in roles:
-            report["roles"][role] = run_role(role, Path(directory), steps, run)
-            if legacy_engine():
-                separate_engines()
+        for index, run in enumerate(runs):
+            if index:
+                as_a_new_job()
+            results = report["layouts"][str(run.layout)] = {}
+            for role in roles:
+                results[role] = run_role(role, Path(directory), steps, run)
+                if legacy_engine():
+                    separate_engines()
+    if len(runs) == 1:
+        report["roles"] = results
     torch.distributed.destroy_process_group()
     report["seconds"] = round(time.perf_counter() - began, 2)
     return report
 
 
 def start_ranks(
-    mode: str, directory: Path, layout: str, *options: str, world_size: int = 2, **variables: str
+    mode: str, directory: Path, layouts: str, *options: str, world_size: int = 2, **variables: str
 ) -> list[tuple[subprocess.Popen[str], Path]]:
-    """``world_size`` rank processes of one activation in ``layout``, and their outputs."""
+    """``world_size`` rank processes of one activation, running ``layouts`` in turn, and their outputs."""
     port = str(probe.testing_kit().free_port())
-    outputs = [directory / f"{mode}-{layout}-rank{rank}.json" for rank in range(world_size)]
-    ranks = ("--world-size", str(world_size), "--layout", layout, *options)
+    outputs = [directory / f"{mode}-{layouts.replace(',', '_')}-rank{rank}.json" for rank in range(world_size)]
+    ranks = ("--world-size", str(world_size), "--layouts", layouts, *options)
     address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, **variables}
     return [
         (start(mode, output, "--rank", str(rank), *ranks, **address), output) for rank, output in enumerate(outputs)
@@ -699,8 +744,11 @@ elif __name__ == "__main__":
     parser.add_argument("--skip-fix", metavar="NAMES", default="", help="comma-separated: fixes that stand aside")
     parser.add_argument("--rank", type=int, help="this process's rank (MASTER_ADDR/MASTER_PORT from the environment)")
     parser.add_argument("--world-size", type=int, default=1)
-    parser.add_argument("--layout", default="", help="with --rank: tp2, pp2, cp2, or several joined by '-' (tp2-cp2)")
+    parser.add_argument(
+        "--layouts", default="", help="with --rank, comma-separated, in turn: tp2, pp2, cp2, or several joined by '-'"
+    )
     parser.add_argument("--save", type=Path, metavar="DIR", help="save a checkpoint here after training")
+    parser.add_argument("--save-after", type=int, metavar="N", help="with --save: after N steps, then train on")
     parser.add_argument("--resume", type=Path, metavar="DIR", help="load the checkpoint saved here before training")
     arguments = parser.parse_args()
     chosen = [role.strip() for role in arguments.roles.split(",") if role.strip()]
@@ -712,24 +760,19 @@ elif __name__ == "__main__":
     if arguments.skip_fix and arguments.mode == "none":
         raise SystemExit("--skip-fix needs the shim: use a mode other than none")
     skipped = [name for name in arguments.skip_fix.split(",") if name]
-    layout = Layout.parse(arguments.layout) if arguments.layout else ONE_RANK
-    if (arguments.rank is None) != (layout == ONE_RANK):
-        raise SystemExit("--layout and --rank go together (one process per rank of a group)")
-    if layout.size != arguments.world_size:
-        raise SystemExit(f"layout {layout} does not fill --world-size {arguments.world_size} (data parallel size 1)")
+    layouts = [Layout.parse(text.strip()) for text in arguments.layouts.split(",") if text.strip()] or [ONE_RANK]
+    if (arguments.rank is None) != (layouts == [ONE_RANK]):
+        raise SystemExit("--layouts and --rank go together (one process per rank of a group)")
+    unfilled = [str(layout) for layout in layouts if layout.size != arguments.world_size]
+    if unfilled:
+        raise SystemExit(f"layouts {unfilled} do not fill --world-size {arguments.world_size} (data parallel size 1)")
     if arguments.save and arguments.resume:
         raise SystemExit("--save and --resume are two runs: give one")
-    result = main(
-        arguments.mode,
-        chosen,
-        arguments.steps,
-        skipped,
-        layout,
-        rank=arguments.rank,
-        world_size=arguments.world_size,
-        save=arguments.save,
-        resume=arguments.resume,
-    )
+    if arguments.save_after is not None and not (arguments.save and 0 < arguments.save_after <= arguments.steps):
+        raise SystemExit(f"--save-after needs --save and a step from 1 to --steps ({arguments.steps})")
+    checkpoints = {"save": arguments.save, "save_after": arguments.save_after, "resume": arguments.resume}
+    runs = tuple(Run(layout, **checkpoints) for layout in layouts)
+    result = main(arguments.mode, chosen, arguments.steps, skipped, runs, arguments.rank, arguments.world_size)
     text = json.dumps(result, indent=2, default=str)
     if arguments.output:
         Path(arguments.output).write_text(text)
