@@ -4,7 +4,7 @@
 # Environments are built on first use and cached in .cache/ (git-ignored).
 
 PYTHON ?= python3
-TOOLS_PINS := nox==2026.10.20 ruff==0.17.5
+TOOLS_PINS := nox==2026.10.20 ruff==0.17.5 uv==0.13.8
 TOOLS := .cache/tools
 TOOLS_STAMP := $(TOOLS)/.pins-$(subst ==,-,$(subst $() ,_,$(TOOLS_PINS)))
 NOX := $(TOOLS)/bin/nox

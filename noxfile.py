@@ -18,12 +18,20 @@ import nox
 
 ROOT = Path(__file__).parent
 ENVS = ROOT / ".cache" / "envs"
+# uv installs every environment from one cache on the same disk, hard-linking each file from it: the nine
+# environments share torch, Ray, pyarrow and transformers (3.4 GB in all, not 14), and pip's 75 s of
+# unpacking per environment becomes a few seconds after the first.
+UV_CACHE = ROOT / ".cache" / "uv"
 
 # The CPU build of torch 2.13.0 lies on this machine kind's disk; an open torch
 # requirement would pull a CUDA build of several GB instead.
 TORCH = "torch==2.13.0"
+LOCAL_WHEELS = Path("/opt/wheels")  # where that build lies (this machine kind's pip find-links; uv reads no pip config)
 MEGATRON = "megatron-core==0.16.1"
 MEGATRON_0_12 = "megatron-core==0.12.1"  # what MindSpeed 2.3.0_core_r0.12.1 patches
+# Beside megatron-core 0.12.1 uv's resolver keeps the newest fsspec and packaging and backtracks datasets (to 2.14)
+# and tensordict (to 0.8) instead; pip's resolution, on which the tests were measured, has these, as beside 0.16.1.
+AS_BESIDE_MEGATRON_0_16 = ["datasets==5.0.1", "tensordict==0.10.0"]
 TEST_TOOLS = ["pytest==9.2.0", "wrapt==2.5.2"]
 # An offline `pip install --no-build-isolation .` builds with the environment's own setuptools: a
 # Python 3.11 venv's 65.5 (the unit environment keeps it) needs the wheel package to build a wheel.
@@ -45,13 +53,29 @@ VERL_PINS: dict[str, list[str]] = {
     "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<4.55", *TRAIN],
     # verl 0.6.x's Megatron engines build their optimizer through megatron-core 0.12's API: to train, 0.12.1
     # (MindSpeed 2.x's); megatron-core 0.16.1 rejects `no_weight_decay_cond` (tests/matrix/test_training.py).
-    "0.6.1-mcore0.12": ["verl==0.6.1", TORCH, MEGATRON_0_12, "pyarrow<26", "transformers<4.55", *TRAIN],
+    "0.6.1-mcore0.12": [
+        "verl==0.6.1",
+        TORCH,
+        MEGATRON_0_12,
+        *AS_BESIDE_MEGATRON_0_16,
+        "pyarrow<26",
+        "transformers<4.55",
+        *TRAIN,
+    ],
     "0.7.1": ["verl==0.7.1", TORCH, MEGATRON, "pyarrow<26", "transformers<5", *TRAIN],
     # verl's own v0.7.1 Ascend image pairs it with MindSpeed 2.3.0_core_r0.12.1, hence Megatron 0.12.1.
-    "0.7.1-mcore0.12": ["verl==0.7.1", TORCH, MEGATRON_0_12, "pyarrow<26", "transformers<5", *TRAIN],
+    "0.7.1-mcore0.12": [
+        "verl==0.7.1",
+        TORCH,
+        MEGATRON_0_12,
+        *AS_BESIDE_MEGATRON_0_16,
+        "pyarrow<26",
+        "transformers<5",
+        *TRAIN,
+    ],
     "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, *VERL_0_8_EXTRAS],
     # verl's generic Ascend images shipped with 0.8.0 pair it with MindSpeed 2.3.0_core_r0.12.1 too.
-    "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, *VERL_0_8_EXTRAS],
+    "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, *AS_BESIDE_MEGATRON_0_16, *VERL_0_8_EXTRAS],
     "0.9.0": ["verl==0.9.0", TORCH, MEGATRON, *TRAIN],
     "0.9.1": ["verl==0.9.1", TORCH, MEGATRON, *TRAIN],
 }
@@ -63,7 +87,6 @@ MEGATRON_DEPENDENT = [
     "tests/matrix/test_context_parallel.py",
     "tests/matrix/test_upstream_fixes.py",
     "tests/matrix/test_training.py",
-    "tests/kit",
 ]
 # Environments that run only some of MEGATRON_DEPENDENT: 0.6.1 with megatron-core 0.12.1 is there to train.
 ONLY = {"0.6.1-mcore0.12": ["tests/matrix/test_training.py"]}
@@ -94,31 +117,19 @@ def cached_env(session: nox.Session, name: str, requirements: list[str]) -> Path
         session.log(f"removing stale environment {stale.name}")
         shutil.rmtree(stale)
     session.log(f"building {env.name}: {' '.join(requirements)}")
+    # venv's own pip and setuptools stay: the unit tests pip-install the shim with them.
     session.run(sys.executable, "-m", "venv", str(env), external=True)
-    # -qq: this machine kind's pip configuration names index folders that may be absent, and pip
-    # warns about each of them for every package it resolves. --no-compile: compiling all of an
-    # environment's 18,000 modules takes pip 76 s and 345 MB; the tests import a fraction of them,
-    # and Python writes those modules' bytecode on first import.
-    install = ["-m", "pip", "install", "-qq", "--disable-pip-version-check", "--no-compile"]
-    session.run(str(python), *install, *requirements, external=True)
-    share_identical_files(session)
+    install = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--python", str(python)]
+    uv_env = {"UV_CACHE_DIR": str(UV_CACHE)}
+    if TORCH in requirements:
+        # From this disk or not at all: an index would offer a CUDA build of several GB under the same version.
+        if not any(LOCAL_WHEELS.glob("torch-2.13.0+cpu-*.whl")):
+            session.error(f"no CPU build of {TORCH} in {LOCAL_WHEELS}: not letting an index pick a CUDA build")
+        local = ["--no-index", "--no-deps", "--find-links", str(LOCAL_WHEELS)]  # its dependencies come next
+        session.run(*install, *local, TORCH, env=uv_env, external=True)
+    session.run(*install, *requirements, env=uv_env, external=True)
     ready.touch()
     return python
-
-
-def share_identical_files(session: nox.Session) -> None:
-    """Hard-link the files that are byte for byte the same in several cached environments.
-
-    Every verl environment holds torch, Ray, pyarrow and transformers: 1.9 GB each, 14 GB for the
-    matrix, more than a CI machine's disk may have free. Linked (and without bytecode), 3.4 GB for nine. Links
-    are safe here because pip and Python replace files (write elsewhere, then rename) and never
-    write into one in place.
-    """
-    hardlink = shutil.which("hardlink")  # util-linux
-    if hardlink is None:
-        session.warn("hardlink (util-linux) is not installed: each environment keeps its own copy of every file")
-        return
-    session.run(hardlink, "--ignore-time", "--quiet", str(ENVS), external=True)
 
 
 def verl_env(session: nox.Session, verl: str) -> Path:
@@ -146,12 +157,15 @@ def matrix(session: nox.Session, verl: str) -> None:
     """Real verl, real megatron-core, real torch.distributed, simulated NPU."""
     python = verl_env(session, verl)
     release, _, variant = verl.partition("-")
-    # A release with another dependency runs only what that dependency decides. The kit's own
-    # tests hardly depend on verl, and the Ray tests start a local cluster (~1 min): once each,
-    # on the release the demo uses, is enough.
-    once = ["tests/kit", "tests/ray"] if verl == DEMO_VERL else []
+    # A release with another dependency runs only what that dependency decides. The kit's own tests
+    # hardly depend on verl but do on Megatron (what the MindSpeed stand-in patches): once per Megatron,
+    # beside the release the demo uses. The Ray tests start a local cluster (~1 min): once.
+    kit = ["tests/kit"] if release == DEMO_VERL else []
     e2e = ["tests/e2e"] if verl in E2E_VERL else []
-    paths = ONLY.get(verl) or (MEGATRON_DEPENDENT if variant else ["tests/matrix", *once, *e2e])
+    if variant:
+        paths = ONLY.get(verl) or [*MEGATRON_DEPENDENT, *kit]
+    else:
+        paths = ["tests/matrix", *kit, *(["tests/ray"] if verl == DEMO_VERL else []), *e2e]
     session.run(
         str(python),
         "-m",

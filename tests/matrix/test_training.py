@@ -158,11 +158,12 @@ def test_without_the_5580_carry_every_megatron_forward_dies(reports):
 
 # --- parallel sizes above one, and a run that resumes ---------------------------------------------------------
 #
-# Two gloo ranks, one process each (train_probe.py --rank R --layout ...), the same model, batch and steps as the
-# one-rank run above, compared with it. Which environment runs what, to stay within make test's budget (a pair
-# of ranks costs about a minute on two cores): CP = 2 wherever the shim changes the outcome or MindSpeed's line
-# differs (0.6.1 and 0.7.1 with both Megatrons; 0.8.0 and 0.9.1, fixed upstream, as the control), TP = 2 and
-# PP = 2 on 0.7.1 and 0.8.0 (the shim does not touch them; they hold the kit and the comparison to account).
+# Two gloo ranks, one process each (train_probe.py --rank R --layouts ...), the same model, batch and steps as the
+# one-rank run above, compared with it. Which environment runs what, to stay within make test's budget (one pair
+# of ranks runs a release's layouts in turn, 30-60 s on two cores): CP = 2 wherever the shim changes the outcome
+# or MindSpeed's line differs (0.6.1 and 0.7.1 with both Megatrons; 0.8.0 and 0.9.1, fixed upstream, as the
+# control), TP = 2 and PP = 2 on 0.7.1 and 0.8.0 (the shim does not touch them; they hold the kit and the
+# comparison to account).
 PARALLEL_LAYOUTS = {
     ("0.6.1", True): ("cp2",),
     ("0.7.1", False): ("tp2", "pp2", "cp2"),
