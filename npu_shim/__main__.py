@@ -11,6 +11,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from npu_shim import __version__
+
 
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds (argparse type)."""
@@ -29,12 +31,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Carries verl's later Ascend-NPU engine fixes (the MindSpeed value-head engine of #6135 and "
         "the ones after it) to verl 0.6.x to 0.9.x, at import time, without editing verl.",
     )
+    parser.add_argument("--version", action="version", version=f"npu-shim {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands.add_parser(
+    bootstrap = commands.add_parser(
         "bootstrap-dir",
         help="print the directory to put on PYTHONPATH so that every interpreter activates the shim",
-        description="Print the directory to put on PYTHONPATH so that every interpreter activates the shim, "
-        "e.g. export PYTHONPATH=$(python -m npu_shim bootstrap-dir):$PYTHONPATH",
+        # raw: the example is a command to copy, which the default formatter would break inside a word
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Print the directory to put on PYTHONPATH so that every interpreter activates the shim, e.g.\n\n"
+        "  export PYTHONPATH=$(python -m npu_shim bootstrap-dir):$PYTHONPATH",
     )
     doctor = commands.add_parser(
         "doctor",
@@ -71,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=["VERL_USE_EXTERNAL_MODULES", "PYTHONPATH"],
         help="VERL_USE_EXTERNAL_MODULES (default for an installed shim) or PYTHONPATH (default for a checkout)",
     )
+    for command in (bootstrap, doctor, runtime_env):  # what it was given wrong is told with its own usage
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -117,7 +124,12 @@ def bootstrap_dir_for_workers() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status is kept when stdout is closed early."""
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would answer with the top-level usage, even for the doctor's options
+        before_the_command = argv.index(unknown[0]) < argv.index(args.command)
+        (parser if before_the_command else args.command_parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "bootstrap-dir":
         emit(bootstrap_dir_for_workers())
         return 0

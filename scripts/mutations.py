@@ -191,6 +191,18 @@ MUTATIONS = [
         "        _attn_backend(backend)\n",
         "",
     ),
+    Mutation(
+        "cli: a command's unknown option told with the top-level usage",
+        "npu_shim/__main__.py",
+        "        (parser if before_the_command else args.command_parser).error(",
+        "        parser.error(",
+    ),
+    Mutation(
+        "cli: the bootstrap-dir example wrapped as prose",
+        "npu_shim/__main__.py",
+        "        formatter_class=argparse.RawDescriptionHelpFormatter,\n",
+        "",
+    ),
 ]
 
 

@@ -320,15 +320,27 @@ try:
     report["transfer_to_npu"] = "imported"
 except ImportError as error:
     report["transfer_to_npu"] = str(error)
+try:
+    torch.randn(2, device="npu")
+    report["npu_tensor"] = "made"
+except NotImplementedError as error:
+    report["npu_tensor"] = str(error)
+report["memory"] = [torch.npu.memory_allocated(), torch.npu.max_memory_reserved(), torch.npu.memory_stats()]
 """
 
 
-@pytest.mark.parametrize("variable", [None, "0"])
+@pytest.mark.parametrize("variable", [None, "0", "banana"])
 def test_default_mode_is_unchanged(variable):
     extra = {} if variable is None else {"NPU_SHIM_SIM_COMPUTE": variable}
     env = simulated_npu_env(clean_env(**extra))
-    report = run_python(textwrap.dedent(PRELUDE) + textwrap.dedent(DEFAULT) + "\nprint(json.dumps(report))\n", env)
-    report = report.report
+    run = run_python(textwrap.dedent(PRELUDE) + textwrap.dedent(DEFAULT) + "\nprint(json.dumps(report))\n", env)
+    report = run.report
+    # a value that is not a boolean is named, as NPU_SHIM_DISABLE's is, not silently off
+    assert ("NPU_SHIM_SIM_COMPUTE='banana' is not a boolean" in run.stderr) == (variable == "banana"), run.stderr
+    # an npu tensor says why there is none, and what to set; an empty device's memory figures
+    assert report["npu_tensor"].startswith("aten.empty.memory_format on npu: the simulated NPU"), report["npu_tensor"]
+    assert "set NPU_SHIM_SIM_COMPUTE=1 before torch_npu is imported" in report["npu_tensor"]
+    assert report["memory"] == [0, 0, {}]
     assert report["device_count"] == 0, "verl's set_random_seed would reach Megatron's CUDA RNG tracker"
     assert report["compute"] is False
     for name in ("npu_fusion_attention", "npu_rms_norm"):

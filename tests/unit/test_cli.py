@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -27,3 +28,45 @@ def test_output_survives_a_reader_that_went_away(tmp_path, command):
     assert "Traceback" not in stderr
     assert "BrokenPipeError" not in stderr
     assert child.returncode == 0, stderr
+
+
+def npu_shim_cli(*arguments: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "npu_shim", *arguments],
+        check=False,
+        env=clean_env([ROOT], COLUMNS=str(columns)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_version_is_the_projects():
+    (version,) = re.findall(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    result = npu_shim_cli("--version")
+    assert (result.returncode, result.stdout) == (0, f"npu-shim {version}\n")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "usage"),
+    [
+        (["doctor", "--bogus"], "usage: npu-shim doctor "),
+        (["doctor", "--json", "--bogus", "extra"], "usage: npu-shim doctor "),
+        (["runtime-env", "--bogus"], "usage: npu-shim runtime-env "),
+        (["--bogus", "doctor"], "usage: npu-shim [-h]"),
+    ],
+)
+def test_a_wrong_option_is_told_with_the_usage_of_the_command_it_was_given_to(arguments, usage):
+    result = npu_shim_cli(*arguments)
+    assert result.returncode == 2
+    assert result.stderr.startswith(usage), result.stderr
+    unknown = " ".join(argument for argument in arguments if argument not in ("doctor", "runtime-env", "--json"))
+    assert result.stderr.endswith(f"error: unrecognized arguments: {unknown}\n"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_bootstrap_dir_example_is_a_whole_line_to_copy():
+    """At any terminal width the example command is one unbroken line of the help."""
+    for columns in (40, 80, 200):
+        lines = npu_shim_cli("bootstrap-dir", "--help", columns=columns).stdout.splitlines()
+        assert "  export PYTHONPATH=$(python -m npu_shim bootstrap-dir):$PYTHONPATH" in lines, columns

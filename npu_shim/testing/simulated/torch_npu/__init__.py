@@ -32,12 +32,23 @@ import torch  # noqa: E402
 
 from torch_npu import _C, _compute, npu  # noqa: E402, F401
 
+
+def _no_tensors_in_default_mode(op: Any, *args: object, **kwargs: object) -> NoReturn:
+    """Every op that reaches the device in default mode: torch's own message would not say why, nor what to do."""
+    raise NotImplementedError(
+        f"{op} on npu: the simulated NPU (npu_shim.testing) holds no tensors in its default mode; set "
+        f"{_compute.VARIABLE}=1 before torch_npu is imported for npu tensors that compute on the CPU (compute mode)"
+    )
+
+
 if _compute.requested():
     _compute.enable(npu)
     _compute.attach_kernels(sys.modules[__name__])
 elif torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", npu)
+    _DEFAULT_MODE = torch.library.Library("_", "IMPL")  # the fallback lives as long as this object
+    _DEFAULT_MODE.fallback(_no_tensors_in_default_mode, dispatch_key="PrivateUse1")
 
 
 # What torch_npu tells torch its device has no kernels for (quantized types); MindSpeed skips them.

@@ -28,6 +28,7 @@ Bit-for-bit, an op computes what the CPU computes: the device is a label, the ar
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import weakref
 from collections import OrderedDict
@@ -47,7 +48,18 @@ _GENERATOR = torch.Generator()  # the simulated device's own generator
 
 def requested() -> bool:
     """Whether this process asked for compute mode (read once, when the stand-in torch_npu is imported)."""
-    return os.environ.get(VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+    raw = os.environ.get(VARIABLE, "")
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value not in ("", "0", "false", "no", "off"):  # as the shim's own NPU_SHIM_* switches answer a typo
+        logging.getLogger("npu_shim").warning(
+            "%s=%r is not a boolean (use 1/0, true/false, yes/no, on/off); the simulated NPU runs in its default "
+            "mode (no npu tensors)",
+            VARIABLE,
+            raw,
+        )
+    return False
 
 
 def enabled() -> bool:

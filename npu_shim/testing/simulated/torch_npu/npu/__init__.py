@@ -54,3 +54,22 @@ def _no_range(*args: object, **kwargs: object) -> int:
 
 
 mstx = SimpleNamespace(range_start=_no_range, range_end=_no_range, mark=_no_range)
+
+
+# Default mode holds no tensors: its memory figures are those of an empty device (compute mode counts bytes).
+def memory_allocated(device: object = None) -> int:
+    return 0
+
+
+max_memory_allocated = memory_reserved = max_memory_reserved = memory_allocated
+
+
+def reset_peak_memory_stats(device: object = None) -> None:
+    pass
+
+
+reset_max_memory_allocated = reset_peak_memory_stats
+
+
+def memory_stats(device: object = None) -> dict[str, int]:
+    return {}
