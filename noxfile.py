@@ -98,7 +98,8 @@ E2E_VERL = ("0.6.1", "0.7.1", "0.8.0")
 # A matrix test mostly waits on child interpreters, one core at a time: two workers (CI's machines
 # have two cores) take a release's files in turn. A file stays on one worker, so its module-scoped
 # fixtures (a distributed run, a Ray cluster) are still built once.
-PARALLEL = ["--numprocesses=2", "--dist=loadfile"]
+# Files are handed out longest first (tests/conftest.py), not by xdist's count of tests.
+PARALLEL = ["--numprocesses=2", "--dist=loadfile", "--no-loadscope-reorder"]
 MATRIX_TOOLS = [*TEST_TOOLS, "pytest-xdist==3.8.0"]
 
 nox.options.sessions = ["lint", "unit", "matrix"]

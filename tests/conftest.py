@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if end != _AT_START:
         sys.stderr.write(f"\n{_CHANGED} at the end of the session: {_AT_START} -> {end}\n")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# The files whose child interpreters take longest (one to four minutes a release), first: `make test` gives a
+# release's files to two xdist workers a file at a time, in this order (noxfile.py: --dist=loadfile
+# --no-loadscope-reorder), and a long file taken last would keep one worker busy while the other idles.
+LONGEST_FIRST = (
+    "e2e/test_verl_workers.py",
+    "matrix/test_training.py",
+    "matrix/test_matrix.py",
+    "ray/test_verl_route.py",
+    "kit/test_parallel_kit.py",
+    "matrix/test_upstream_fixes.py",
+    "matrix/test_context_parallel.py",
+)
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.path.relative_to(TESTS).as_posix()
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: a file's tests stay together, in their order
