@@ -192,6 +192,36 @@ MUTATIONS = [
         "",
     ),
     Mutation(
+        "megatron_critic: the pad id taken from the tokenizer's eos",
+        "npu_shim/fixes/megatron_critic.py",
+        "        pad_token_id=self.model_config.tokenizer.pad_token_id,\n",
+        "        pad_token_id=self.model_config.tokenizer.eos_token_id,\n",
+    ),
+    Mutation(
+        "megatron_critic: vision_model never passed as True",
+        "npu_shim/fixes/megatron_critic.py",
+        '        vision_model=hasattr(hf_config, "vision_config"),\n',
+        "        vision_model=False,\n",
+    ),
+    Mutation(
+        "moe_layer_offset: the stage's layer offset ignored",
+        "npu_shim/fixes/moe_layer_offset.py",
+        "    return sum(1 for index in range(first, first + layers) if module.is_moe_layer(config, index))\n",
+        "    return sum(1 for index in range(layers) if module.is_moe_layer(config, index))\n",
+    ),
+    Mutation(
+        "lm_engine_repatch: the mesh init's super() taken from the instance's class",
+        "npu_shim/fixes/lm_engine_repatch.py",
+        "        super(engine_class, self)._init_device_mesh()\n",
+        "        super(type(self), self)._init_device_mesh()\n",
+    ),
+    Mutation(
+        "doctor: a watched module that did not import named as the engine package",
+        "npu_shim/doctor/verl_state.py",
+        "                outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))\n",
+        "                outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(ENGINE_PACKAGE, import_errors))\n",
+    ),
+    Mutation(
         "cli: a command's unknown option told with the top-level usage",
         "npu_shim/__main__.py",
         "        (parser if before_the_command else args.command_parser).error(",

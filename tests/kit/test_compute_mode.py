@@ -251,6 +251,20 @@ for line in ("core_r0.16.0", "2.3.0_core_r0.12.1"):
         "device": str(out.device),
         "gap": gap(out, expected),
     }
+    # packed sequences (thd) of 3 and 2 tokens, each padded to 4 as verl pads them: the padded starts delimit them
+    t_q, t_k, t_v = torch.randn(8, N, D), torch.randn(8, G, D), torch.randn(8, G, D)
+    starts, padded_starts = torch.tensor([0, 3, 5]), torch.tensor([0, 4, 8])
+    packed = SimpleNamespace(qkv_format="thd", cu_seqlens_q=starts, cu_seqlens_kv=starts,
+                             cu_seqlens_q_padded=padded_starts, cu_seqlens_kv_padded=padded_starts)
+    within = lambda x, a, b: x[a:b].transpose(0, 1)  # [n, s, d] of one sequence
+    expected_packed = torch.cat([
+        F.scaled_dot_product_attention(within(t_q, a, b), within(t_k, a, b), within(t_v, a, b), is_causal=True,
+                                       scale=D ** -0.5, enable_gqa=True).transpose(0, 1)
+        for a, b in ((0, 4), (4, 8))
+    ]).reshape(8, N * D)
+    out = forward(layer, npu(t_q), npu(t_k), npu(t_v), None, attn_mask_type=AttnMaskType.causal,
+                  packed_seq_params=packed)
+    report[line]["packed_gap"] = gap(out, expected_packed)
     megatron_adaptor.repatch({"use_flash_attn": False})
     report[line]["without_fusion"] = DotProductAttention.forward.__qualname__
 
@@ -284,6 +298,7 @@ def test_mindspeed_fusion_attention_is_the_forward_after_repatch_and_computes():
         assert report[line]["forward"] == "mindspeed.features_manager.dot_product_attention_forward", line
         assert report[line]["device"] == "npu:0", line
         assert report[line]["gap"] <= TOLERANCE, line
+        assert report[line]["packed_gap"] <= TOLERANCE, (line, "packed sequences delimited by the padded starts")
         assert report[line]["without_fusion"] == "DotProductAttention.forward", "Megatron's own again"
     assert report["unfused_without_mask"] == "Please set micro_batch_size or set use_flash_attn=True in config."
     megatron_class = "megatron.core.transformer.dot_product_attention.DotProductAttention"

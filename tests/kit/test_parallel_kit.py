@@ -216,6 +216,20 @@ report["memory"] = [grown, still_viewed, torch.npu.memory_allocated() - start,
                     torch.npu.max_memory_allocated() >= start + 4000, free_while_held < torch.npu.mem_get_info()[1]]
 torch.npu.reset_peak_memory_stats()
 report["peak_reset"] = torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
+
+# a deep copy owns its memory; dropout draws from the device's generator and moves it on
+import copy
+original = npu(torch.ones(3))
+copied = copy.deepcopy(original)
+original.add_(1)
+report["deepcopy"] = [str(copied.device), copied.cpu().tolist()]
+torch.npu.manual_seed(0)
+state, cpu_state = torch.npu.get_rng_state(), torch.random.get_rng_state()
+first, second = (F.dropout(npu(torch.ones(64)), 0.5) for _ in range(2))
+report["dropout"] = [not torch.equal(torch.npu.get_rng_state(), state), not torch.equal(first.cpu(), second.cpu()),
+                     torch.equal(torch.random.get_rng_state(), cpu_state)]
+torch.npu.set_rng_state(state)
+report["dropout_replayed"] = torch.equal(F.dropout(npu(torch.ones(64)), 0.5).cpu(), first.cpu())
 """
 
 
@@ -236,6 +250,9 @@ def test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_coun
     assert report["autocast_off"] == "torch.float32"
     assert report["memory"] == [4000, 4000, 0, True, True], "a view holds its storage; freed with the last tensor"
     assert report["peak_reset"] is True
+    assert report["deepcopy"] == ["npu:0", [1.0, 1.0, 1.0]], "a deep copy shares no memory with the original"
+    assert report["dropout"] == [True, True, True], "each mask a new draw from the device's generator, not the CPU's"
+    assert report["dropout_replayed"] is True, "the same state, the same mask"
 
 
 # -- MindSpeed's FusedAdam adaptation, per line -------------------------------------------------------------------

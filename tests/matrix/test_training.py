@@ -82,6 +82,15 @@ def reports(tmp_path_factory: pytest.TempPathFactory, checkpoints: Path) -> dict
     return results
 
 
+def test_the_gap_to_the_reference_counts_either_side():
+    import torch
+
+    mask = torch.tensor([[True, True, False]])
+    reference = torch.tensor([[0.5, 0.5, 0.5]])
+    for ours in ([[0.5, -0.5, 9.0]], [[0.5, 1.5, -9.0]]):  # a token 1 below, then 1 above; the masked one ignored
+        assert train_probe.max_abs_gap(torch.tensor(ours), reference, mask) == 1.0
+
+
 def check(report: dict[str, Any], run: str, role: str) -> dict[str, Any]:
     """The role trained as the reference says, or failed exactly where this environment cannot train it."""
     result = report["roles"][role]

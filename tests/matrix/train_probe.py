@@ -536,12 +536,17 @@ def infer(role: str, engine: Any, padded: dict[str, Any], result: dict[str, Any]
     return ours
 
 
+def max_abs_gap(ours: Any, expected: Any, mask: Any) -> float:
+    """The largest |ours - expected| where ``mask`` is True: above or below the reference alike."""
+    return float((ours - expected).abs()[mask].max())
+
+
 def compare_with_reference(
     role: str, ours: Any, model_dir: Path, padded: dict[str, Any], head: Any, result: dict[str, Any]
 ) -> None:
     expected = reference(role, model_dir, padded, head)
     mask = padded["response_mask"].bool()
-    result["max_abs_diff"] = float((ours - expected).abs()[mask].max())
+    result["max_abs_diff"] = max_abs_gap(ours, expected, mask)
     result["reference_max_abs"] = float(expected.abs()[mask].max())
     result["tolerance"] = TOLERANCE
     result["tolerance_note"] = (
