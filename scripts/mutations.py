@@ -222,6 +222,31 @@ MUTATIONS = [
         "                outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(ENGINE_PACKAGE, import_errors))\n",
     ),
     Mutation(
+        "kit: dropout's draws never move the device's generator on",
+        "npu_shim/testing/simulated/torch_npu/_compute.py",
+        "        _GENERATOR.set_state(cpu.get_state())\n",
+        "        pass\n",
+        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
+    ),
+    Mutation(
+        "kit: a deep copy of an npu tensor shares the original's memory",
+        "npu_shim/testing/simulated/torch_npu/_compute.py",
+        "        copied = NpuTensor(self._inner.detach().clone(), requires_grad=self.requires_grad)\n",
+        "        copied = NpuTensor(self._inner.detach(), requires_grad=self.requires_grad)\n",
+        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
+    ),
+    Mutation(
+        "kit: MindSpeed's fusion attention delimits packed sequences by their unpadded starts",
+        "npu_shim/testing/simulated/mindspeed/compute.py",
+        '        starts_q = getattr(packed_seq_params, "cu_seqlens_q_padded", None)\n'
+        '        starts_kv = getattr(packed_seq_params, "cu_seqlens_kv_padded", None)\n',
+        "        starts_q = starts_kv = None\n",
+        "the unit layer has no torch or Megatron; tests/kit/test_compute_mode.py::"
+        "test_mindspeed_fusion_attention_is_the_forward_after_repatch_and_computes kills it",
+    ),
+    Mutation(
         "cli: a command's unknown option told with the top-level usage",
         "npu_shim/__main__.py",
         "        (parser if before_the_command else args.command_parser).error(",
