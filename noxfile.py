@@ -19,7 +19,7 @@ import nox
 ROOT = Path(__file__).parent
 ENVS = ROOT / ".cache" / "envs"
 # uv installs every environment from one cache on the same disk, hard-linking each file from it: the nine
-# environments share torch, Ray, pyarrow and transformers (3.4 GB in all, not 14), and pip's 75 s of
+# environments share torch, Ray, pyarrow and transformers (2.7 GB in all, not 14), and pip's 75 s of
 # unpacking per environment becomes a few seconds after the first.
 UV_CACHE = ROOT / ".cache" / "uv"
 

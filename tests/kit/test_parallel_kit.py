@@ -20,8 +20,9 @@ from helpers import PORT_ATTEMPTS, clean_env, port_race, run_python
 from npu_shim.testing import free_port, simulated_npu_env
 
 TOLERANCE = 1e-5  # float32 inputs; the kernels under test run in float32 too
+MEGATRON_0_12 = version("megatron-core").startswith("0.12.")
 # Megatron plays no part in the kernels and the device's rules: they run once, beside megatron-core 0.16
-ONCE = pytest.mark.skipif(version("megatron-core").startswith("0.12."), reason="no Megatron: beside 0.16 only")
+ONCE = pytest.mark.skipif(MEGATRON_0_12, reason="no Megatron: beside 0.16 only")
 SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!"
 RING_NOT_BUILT = "Context parallel ranks for ring intra window not initialized"
 
@@ -289,9 +290,7 @@ if report["adam"] == "mindspeed.core.optimizer.adamw.AdamW":
 
 
 # Each line beside the Megatron it patches: 2.3.0 beside 0.12.1; core_r0.16.0 and the newest, core_r0.18.0, beside 0.16.
-LINES_BESIDE_THIS_MEGATRON = (
-    ["2.3.0_core_r0.12.1"] if version("megatron-core").startswith("0.12.") else ["core_r0.16.0", "core_r0.18.0"]
-)
+LINES_BESIDE_THIS_MEGATRON = ["2.3.0_core_r0.12.1"] if MEGATRON_0_12 else ["core_r0.16.0", "core_r0.18.0"]
 
 
 @pytest.mark.parametrize("line", LINES_BESIDE_THIS_MEGATRON)
