@@ -1,68 +1,102 @@
-"""What a function's code does, as one hash: to recognise verl's own code exactly, not by its names.
+"""What a function's code says, as one hash: to recognise verl's own code exactly, not by its names.
 
-Bytecode changes with every Python minor version, so a fingerprint is only
-comparable with one taken by the same minor version (the tables that use it are
-keyed by ``sys.version_info[:2]``). Left out: where the code lives (file, line
-numbers, position tables), and the ``__future__`` flags of its module, which do
-not change what this code does. ``scripts/fingerprints.py`` computes the
-fingerprints of released verl files without importing them.
+verl ships its sources, so a fingerprint is taken from the function's syntax tree, not its
+bytecode: the same source gives the same fingerprint on every Python the shim supports,
+including ones released after the table was generated. Left out: where the code lives (line
+and column numbers), comments and layout (the tree has none); what does not change what the
+code does (docstrings, type hints: a fork that adds hints is still verl's code); fields a
+Python version adds empty (``type_params=[]`` on 3.12, ``kind=None``: a field is hashed only
+when it holds something), and the empty f-string parts some 3.12 releases add.
+``scripts/fingerprints.py`` takes the fingerprints of released verl files without importing
+them; this module takes them of live functions, from the source file they were loaded from.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
-import sys
-from types import CodeType
+import inspect
 from typing import Any
 
-# CO_OPTIMIZED ... CO_ASYNC_GENERATOR: how the code runs. Higher bits are __future__ flags.
-_BEHAVIOUR_FLAGS = 0x3FF
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Type hints (of arguments, returns, annotated assignments) and type comments: no part of what the code does.
+_ANNOTATIONS = frozenset({"annotation", "returns", "type_comment"})
 
 
-def _constant(value: object) -> object:
-    if isinstance(value, CodeType):
-        return ("code", code_fingerprint(value))
-    if isinstance(value, tuple):
-        return ("tuple", tuple(_constant(item) for item in value))
-    if isinstance(value, frozenset):  # iteration order depends on string hashing: sort
-        return ("frozenset", tuple(sorted(repr(_constant(item)) for item in value)))
-    return (type(value).__name__, repr(value))
+def _without_docstring(node: ast.AST, body: list[ast.stmt]) -> list[ast.stmt]:
+    if isinstance(node, _DEFINITIONS) and body and isinstance(body[0], ast.Expr):
+        value = body[0].value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return body[1:]
+    return body
 
 
-def code_fingerprint(code: CodeType) -> str:
-    """A hex digest of ``code``'s bytecode, constants (nested code included), names and signature."""
-    parts = (
-        code.co_code,
-        tuple(_constant(value) for value in code.co_consts),
-        code.co_names,
-        code.co_varnames,
-        code.co_freevars,
-        code.co_cellvars,
-        code.co_argcount,
-        code.co_posonlyargcount,
-        code.co_kwonlyargcount,
-        code.co_flags & _BEHAVIOUR_FLAGS,
-        getattr(code, "co_exceptiontable", b""),  # 3.11+
-    )
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+def _empty_string(node: ast.AST) -> bool:
+    # some 3.12 releases (3.12.1 here) put an empty Constant after a replacement field in a format spec
+    return isinstance(node, ast.Constant) and node.value == ""
 
 
-def find_code(code: CodeType, *qualname: str) -> CodeType | None:
-    """The code object nested in ``code`` (a module's) under ``qualname``, e.g. ``("SomeClass", "__init__")``."""
-    for name in qualname:
-        code = next((c for c in code.co_consts if isinstance(c, CodeType) and c.co_name == name), None)
-        if code is None:
-            return None
-    return code
-
-
-# Per Python minor version: fingerprint -> the verl releases that ship that code.
-KnownCode = dict[tuple[int, int], dict[str, str]]
-
-
-def known_release(function: Any, table: KnownCode) -> str | None:
-    """The releases whose code ``function`` is exactly, for this Python, or None (also for a non-function)."""
-    code = getattr(function, "__code__", None)
-    if not isinstance(code, CodeType):
+def _kept(node: ast.AST, name: str, field: Any) -> Any:
+    if name in _ANNOTATIONS:
         return None
-    return table.get(sys.version_info[:2], {}).get(code_fingerprint(code))
+    if name == "body":
+        return _without_docstring(node, field)
+    if name == "values" and isinstance(node, ast.JoinedStr):
+        return [part for part in field if not _empty_string(part)]
+    return field
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, ast.AST):
+        fields = ((name, _kept(value, name, field)) for name, field in ast.iter_fields(value))
+        return (
+            type(value).__name__,
+            tuple((name, _canonical(field)) for name, field in fields if field not in (None, [])),
+        )
+    if isinstance(value, list):
+        return tuple(_canonical(item) for item in value)
+    return (type(value).__name__, repr(value))  # a constant: str, bytes, int, float, complex, bool, Ellipsis
+
+
+def node_fingerprint(node: ast.AST) -> str:
+    """A hex digest of ``node``'s syntax tree, as the module docstring says."""
+    return hashlib.sha256(repr(_canonical(node)).encode()).hexdigest()[:32]
+
+
+def find_definition(tree: ast.AST, qualname: str) -> ast.AST | None:
+    """The function (or class) ``qualname`` (e.g. ``"SomeClass.__init__"``) defined at the top of ``tree``."""
+    node: ast.AST | None = tree
+    for name in qualname.split("."):
+        body = getattr(node, "body", [])
+        node = next((n for n in body if isinstance(n, _DEFINITIONS) and n.name == name), None)
+        if node is None:
+            return None
+    return node
+
+
+def source_fingerprint(source: str, qualname: str) -> str | None:
+    """The fingerprint of ``qualname`` in a module's ``source``, or None where it defines no such function."""
+    node = find_definition(ast.parse(source), qualname)
+    return None if node is None else node_fingerprint(node)
+
+
+def function_fingerprint(function: Any) -> str | None:
+    """The fingerprint of a live function's definition, read from its source file; None without one."""
+    if not inspect.isfunction(function):
+        return None
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):  # no source file: a .pyc-only install, or code made at run time
+        return None
+    if source[:1].isspace():  # a method: parse it as the body of a block, so strings keep their indentation
+        source = "if True:\n" + source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # the file changed on disk since it was imported
+        return None
+    node = tree.body[0]
+    if isinstance(node, ast.If):
+        node = node.body[0]
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    return node_fingerprint(node)

@@ -17,7 +17,7 @@ from types import ModuleType
 import wrapt
 
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import Outcome, apply_watching, fix_modules, watched_modules
+from npu_shim.fixes import UNRECOGNISED, Outcome, apply_watching, fix_modules, watched_modules
 from npu_shim.layout import ENGINE_PACKAGE, read_layout
 from npu_shim.switches import switch, warn_once
 
@@ -63,7 +63,10 @@ def on_module_imported(module: ModuleType) -> None:
             return
         _record(results)
     for outcome in results:
-        logger.info("%s: %s (%s)", outcome.fix, outcome.verdict, outcome.reason)
+        if outcome.verdict == UNRECOGNISED:  # verl needs the change, but its code is not what the fix knows
+            warn_once(f"unrecognised-{outcome.fix}", "npu_shim did not apply %s: %s", outcome.fix, outcome.reason)
+        else:
+            logger.info("%s: %s (%s)", outcome.fix, outcome.verdict, outcome.reason)
 
 
 def _record(results: list[Outcome]) -> None:

@@ -1,82 +1,79 @@
-"""Print the fingerprints of one function of verl's MindSpeed engine module, per Python, for a fix's table.
+"""Generate ``npu_shim/known_code.json``: the fingerprints of the verl functions the fixes recognise, per release.
 
-Reads ``verl/workers/engine/mindspeed/transformer_impl.py`` from each wheel (or takes
-a ``.py`` file as it is) and compiles it: nothing is imported, no verl code is kept.
-Once per interpreter given::
+Each fix declares the functions it recognises (:class:`npu_shim.recognition.KnownFunction`:
+a file of verl's wheel and a qualified name). This reads those files from each wheel given
+and fingerprints their syntax trees (:mod:`npu_shim.fingerprint`): nothing of verl is
+imported or kept, and any Python 3.10+ gives the same file::
 
-    pip download --no-deps -d wheels verl==0.6.0 ; ... verl==0.8.0
-    python scripts/fingerprints.py wheels/verl-0.*.whl --python ~/.pyenv/versions/3.1*/bin/python
-    python scripts/fingerprints.py wheels/verl-0.8.0-*.whl --function _mindspeed_repatch
-    python scripts/fingerprints.py wheels/verl-0.*.whl --member verl/models/mcore/util.py \\
-        --function _build_npu_attn_mask
+    pip download --no-deps -d wheels verl==0.6.0 verl==0.6.1 ...   # one at a time
+    python scripts/fingerprints.py wheels/verl-*.whl            # rewrites npu_shim/known_code.json
+    python scripts/fingerprints.py wheels/verl-*.whl --check    # exit 1 if the file differs
 
-``--function`` defaults to ``MindspeedEngineWithLMHead.__init__`` (``KNOWN_INITS`` in
-``npu_shim/fixes/lm_engine_repatch.py``); ``_mindspeed_repatch`` is ``VERL_0_8_0`` in
-``npu_shim/fixes/batch_invariant_repatch.py``. ``--json`` prints
-``{"major.minor": {release: fingerprint or null}}`` instead of table rows. Each
-interpreter must be Python 3.10 or later; it imports npu_shim.fingerprint from this checkout.
+A release that lacks a file or a function gets ``null`` for it. Add every release
+to the command: the file is rewritten whole, from the wheels given.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-MEMBER = "verl/workers/engine/mindspeed/transformer_impl.py"
-COMPILE = f"""
-import json, sys
-sys.path.insert(0, {str(CHECKOUT)!r})
-from npu_shim.fingerprint import code_fingerprint, find_code
-request = json.load(sys.stdin)
-result = {{}}
-for release, source in request["sources"].items():
-    module = compile(source, "transformer_impl.py", "exec", dont_inherit=True)
-    code = find_code(module, *request["function"].split("."))
-    result[release] = None if code is None else code_fingerprint(code)
-print(json.dumps([list(sys.version_info[:2]), result]))
-"""
+sys.path.insert(0, str(CHECKOUT))
+
+from npu_shim.fingerprint import source_fingerprint  # noqa: E402
+from npu_shim.fixes import fix_modules  # noqa: E402
+from npu_shim.recognition import DATA_FILE, KnownFunction  # noqa: E402
+
+OUTPUT = CHECKOUT / "npu_shim" / DATA_FILE
 
 
-def read_source(path: Path, member: str = MEMBER) -> tuple[str, str]:
-    """(release, source) of a wheel's ``member``, or (file name, source) of a .py file."""
-    if path.suffix == ".py":
-        return path.name, path.read_text(encoding="utf-8")
-    with zipfile.ZipFile(path) as archive:
-        return path.name.split("-")[1], archive.read(member).decode()
+def declared_sources() -> list[str]:
+    """Every ``file:qualname`` some fix recognises, once each, in the order of the fixes."""
+    sources = [
+        value.source for fix in fix_modules() for value in vars(fix).values() if isinstance(value, KnownFunction)
+    ]
+    return list(dict.fromkeys(sources))
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+def fingerprints(wheel: Path, sources: list[str]) -> dict[str, str | None]:
+    with zipfile.ZipFile(wheel) as archive:
+        members = set(archive.namelist())
+        result = {}
+        for source in sources:
+            member, _, qualname = source.partition(":")
+            text = archive.read(member).decode("utf-8") if member in members else None
+            result[source] = None if text is None else source_fingerprint(text, qualname)
+    return result
+
+
+def generate(wheels: list[Path]) -> dict:
+    sources = declared_sources()
+    by_release = {wheel.name.split("-")[1]: fingerprints(wheel, sources) for wheel in wheels}
+    releases = sorted(by_release, key=release_key)
+    functions = {source: {release: by_release[release][source] for release in releases} for source in sources}
+    return {"generated_by": "scripts/fingerprints.py", "releases": releases, "functions": functions}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sources", nargs="+", type=Path, help="verl wheels, or transformer_impl.py files")
-    parser.add_argument("--python", nargs="+", default=[sys.executable])
-    parser.add_argument("--function", default="MindspeedEngineWithLMHead.__init__")
-    parser.add_argument("--member", default=MEMBER, help=f"the file in the wheel (default {MEMBER})")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("wheels", nargs="+", type=Path, help="verl wheels (verl-X.Y.Z-py3-none-any.whl)")
+    parser.add_argument("--check", action="store_true", help=f"compare with {OUTPUT.name} instead of writing it")
     args = parser.parse_args()
-    request = {"function": args.function, "sources": dict(read_source(path, args.member) for path in args.sources)}
-    results = {}
-    for python in args.python:
-        out = subprocess.run(
-            [python, "-c", COMPILE], input=json.dumps(request), capture_output=True, text=True, check=True
-        ).stdout
-        (major, minor), fingerprints = json.loads(out)
-        results[f"{major}.{minor}"] = fingerprints
-        if args.json:
-            continue
-        by_fingerprint: dict[str, list[str]] = {}
-        for release, fingerprint in fingerprints.items():
-            by_fingerprint.setdefault(fingerprint, []).append(release)
-        print(f"    ({major}, {minor}): {{")
-        for fingerprint, releases in by_fingerprint.items():
-            print(f'        "{fingerprint}": "{", ".join(releases)}",')
-        print("    },")
-    if args.json:
-        print(json.dumps(results))
+    text = json.dumps(generate(args.wheels), indent=2) + "\n"
+    if args.check:
+        same = OUTPUT.read_text(encoding="utf-8") == text
+        print(f"{OUTPUT.name} is {'up to date' if same else 'out of date: run without --check'}")
+        return 0 if same else 1
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT.relative_to(CHECKOUT)}: {len(json.loads(text)['functions'])} functions")
     return 0
 
 

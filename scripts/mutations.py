@@ -55,11 +55,22 @@ MUTATIONS = [
         "    if engine_config.context_parallel_size >= 1:\n",
     ),
     Mutation(
-        "shared_repatch: rebind_if_known reports the release but does not rebind",
-        "npu_shim/fixes/shared_repatch.py",
-        "        changes.setattr(module, REPLACED, current)\n"
-        "        changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)\n",
-        "        pass\n",
+        "recognition: a rebinding keeps verl's function but does not bind the replacement",
+        "npu_shim/recognition.py",
+        "        changes.setattr(owner, self.attribute, replacement)\n",
+        "",
+    ),
+    Mutation(
+        "recognition: code no release has is 'not applicable' where the version says the change is missing",
+        "npu_shim/recognition.py",
+        "            needed = verl_release() in self.missing_in\n",
+        "            needed = False\n",
+    ),
+    Mutation(
+        "recognition: a release with the change taken for one without it",
+        "npu_shim/recognition.py",
+        "        if set(releases) & set(self.missing_in):\n",
+        "        if set(releases) & {*self.missing_in, *self.fixed_in}:\n",
     ),
     Mutation(
         "lm_engine_repatch: replace _init_device_mesh on a native verl, and report 'native'",
@@ -129,17 +140,31 @@ MUTATIONS = [
         '    size = config.get("context_parallel_size", 1)\n',
     ),
     Mutation(
-        "fingerprint: nested code objects counted by their name alone",
+        "fingerprint: nested functions counted by their name alone",
         "npu_shim/fingerprint.py",
-        '        return ("code", code_fingerprint(value))\n',
-        '        return ("code", value.co_name)\n',
+        "    if isinstance(value, ast.AST):\n",
+        '    if isinstance(value, ast.FunctionDef) and value.name != "f":\n'
+        "        return value.name\n"
+        "    if isinstance(value, ast.AST):\n",
+    ),
+    Mutation(
+        "fingerprint: 3.12's empty f-string parts kept (the table then depends on the Python)",
+        "npu_shim/fingerprint.py",
+        "        return [part for part in field if not _empty_string(part)]\n",
+        "        return field\n",
     ),
     Mutation(
         "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
         "npu_shim/doctor/verl_state.py",
-        '    if report["engine_device"] == "npu" and not report["value_model_megatron_resolves"]:\n',
-        '    if engine_package is not None and report["engine_device"] == "npu" '
-        'and not report["value_model_megatron_resolves"]:\n',
+        '    if breaks_critic or not report["value_model_megatron_resolves"]:\n',
+        '    if breaks_critic or (report["layout"]["id"] is not None '
+        'and not report["value_model_megatron_resolves"]):\n',
+    ),
+    Mutation(
+        "doctor: an unrecognised fix without which the critic fails left out of the status",
+        "npu_shim/doctor/verl_state.py",
+        '    breaks_critic = any(row["breaks_critic"] for row in report["unrecognised"])\n',
+        "    breaks_critic = False\n",
     ),
     Mutation(
         "doctor: a hook that failed while patching reported as one that has not run",
@@ -177,12 +202,10 @@ MUTATIONS = [
         "    before = _AT_START = _shim_state()\n    assert before == _AT_START,",
     ),
     Mutation(
-        "batch_invariant_repatch: 0.8.0's fingerprint for this Python forgotten",
-        "npu_shim/fixes/batch_invariant_repatch.py",
-        '    (3, 11): {"183ee97a16e586b87e35b9ab591865b4": "0.8.0"},\n',
-        "    (3, 11): {},\n",
-        "the unit layer holds no verl code (never copied here); tests/matrix/test_fingerprints.py compiles "
-        "each release's own file",
+        "known_code.json: a release edited out of the table",
+        "npu_shim/known_code.json",
+        '      "0.8.0": "1b4192eb06727d55925cca3befdd4bd2",\n',
+        "",
     ),
     Mutation(
         "shared_repatch: a string attention_backend handed to MindSpeed as it is",

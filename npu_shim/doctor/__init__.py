@@ -15,7 +15,8 @@ MindSpeed there offers verl), ``routes``
 
 Exit status: 1 when the probed interpreter's verl looks up ``npu`` engines and
 ``(value_model, megatron)`` does not resolve there (a Megatron critic would
-fail, npu_shim importable there or not), or when verl is installed there and
+fail, npu_shim importable there or not) or a fix without which a critic fails
+found code it does not recognise, or when verl is installed there and
 ``import verl`` fails; 2 when the probe gave no report (it crashed, no Ray
 cluster answered, or npu_shim is not importable there and the critic's engine
 is not known to fail); else 0, including when verl is not installed and when no
@@ -52,8 +53,11 @@ where verl looks up NPU engines).
   ``"no mindspeed engine"``, ``"unrecognised"``; it describes verl as shipped, before any patch of the shim
 - ``fixes``: list of ``{"fix": str, "verdict": str, "reason": str, "would": str|None}``;
   ``verdict`` is one of ``"applied"``, ``"already applied"``, ``"native"``,
-  ``"not applicable"``, ``"inactive"``; ``would`` (for ``"inactive"`` only) is
-  what the shim would do there: ``"apply"``, ``"native"`` or ``"not applicable"``
+  ``"not applicable"``, ``"unrecognised"`` (the installed verl needs the change, but the function
+  is no release's code: left as verl ships it), ``"inactive"``; ``would`` (for ``"inactive"`` only)
+  is what the shim would do there: ``"apply"``, ``"native"``, ``"not applicable"`` or ``"unrecognised"``
+- ``unrecognised``: list of ``{"fix": str, "breaks_critic": bool}``, the fixes whose verdict (or
+  ``would``) is ``"unrecognised"``, and whether a Megatron critic on an NPU then fails
 - ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool,
   "batch_invariant_attention": bool|None, "context_parallel_wrapper": bool|None, "meaning": [str]}``:
   what this MindSpeed line offers verl (None: could not tell), and what that means for the verl seen;

@@ -7,7 +7,12 @@ from typing import Any
 from npu_shim.doctor.routes import PYTHONPATH, VERL_EXTERNAL
 
 # What an inactive shim would do to a fix, in words ("inactive (would apply)").
-WOULD = {"apply": "would apply", "native": "verl has it", "not applicable": "nothing to do here"}
+WOULD = {
+    "apply": "would apply",
+    "native": "verl has it",
+    "not applicable": "nothing to do here",
+    "unrecognised": "code it does not know",
+}
 
 
 def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
@@ -85,6 +90,9 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     lines.append(("mindspeed has", features))
     lines += [("mindspeed means", meaning) for meaning in mindspeed.get("meaning", [])]
     lines.append(("value_model/megatron", _resolution_text(report)))
+    for row in report.get("unrecognised", []):
+        then = "a Megatron critic on an NPU fails" if row["breaks_critic"] else "see its reason under fixes"
+        lines.append(("unrecognised", f"{row['fix']}: verl needs its change, in code npu_shim does not know; {then}"))
     return lines
 
 

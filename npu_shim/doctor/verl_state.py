@@ -23,21 +23,21 @@ import npu_shim.fixes
 from npu_shim.changes import ChangeSet
 from npu_shim.doctor import mindspeed_state
 from npu_shim.doctor.routes import names_at_fault
-from npu_shim.fingerprint import known_release
 from npu_shim.fixes import (
     APPLIED,
     NOT_APPLICABLE,
+    UNRECOGNISED,
     Outcome,
     apply_watching,
     batch_invariant_repatch,
     is_ours,
     lm_engine_repatch,
-    shared_repatch,
     value_engine,
     watched_modules,
     watches,
 )
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
+from npu_shim.recognition import critic_fails_without
 from npu_shim.switches import switch
 
 logger = logging.getLogger("npu_shim")
@@ -114,8 +114,8 @@ def _layout_id(layout: VerlLayout) -> str:
         return "no keyed registry"
     native_value_engine = layout.registered(**value_engine.KEY)
     if native_value_engine is not None and not is_ours(native_value_engine):
-        shipped = shared_repatch.shipped_repatch(layout.mindspeed_impl)
-        return "0.8.0" if known_release(shipped, batch_invariant_repatch.VERL_0_8_0) else "native"
+        repatch = batch_invariant_repatch.REPATCH
+        return "0.8.0" if "0.8.0" in repatch.releases(repatch.shipped(layout.mindspeed_impl)) else "native"
     lm_engine = getattr(layout.mindspeed_impl, lm_engine_repatch.CLASS_NAME, None)
     if lm_engine is None:
         return "no mindspeed engine"
@@ -123,7 +123,7 @@ def _layout_id(layout: VerlLayout) -> str:
     if own_mesh_init is not None and not is_ours(own_mesh_init):
         # both carry #5697 (the branch as its cherry-pick #5700); the version they report tells them apart
         return "release/v0.7.1" if layout.verl_version.startswith("0.7") else "pre-#6135 main"
-    if own_mesh_init is not None or lm_engine_repatch.known_release(lm_engine.__dict__.get("__init__")):
+    if own_mesh_init is not None or lm_engine_repatch.LM_INIT.releases(lm_engine.__dict__.get("__init__")):
         return "0.6/0.7"
     return "unrecognised"
 
@@ -171,6 +171,15 @@ def _fixes(layout: VerlLayout, shim: dict[str, Any], import_errors: dict[str, st
     return [
         {"fix": name, "verdict": INACTIVE, "reason": f"{shim['reason']}; {reason}", "would": would}
         for name, (would, reason) in _would(layout, import_errors).items()
+    ]
+
+
+def _unrecognised(fixes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fixes that found verl needing their change in code they do not know, and whether a critic then fails."""
+    return [
+        {"fix": row["fix"], "breaks_critic": critic_fails_without(row["fix"])}
+        for row in fixes
+        if UNRECOGNISED in (row["verdict"], row["would"])
     ]
 
 
@@ -316,6 +325,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         "value_model_megatron_resolves": False,
         "value_model_megatron_class": None,
         "value_model_megatron_error": None,
+        "unrecognised": [],
     }
     # verl and its dependencies may print on import; stdout belongs to the report.
     with contextlib.redirect_stdout(sys.stderr):
@@ -364,6 +374,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         layout_id = _layout_id(layout)
         report["layout"] = {"id": layout_id, "description": LAYOUTS[layout_id]}
         report["fixes"] = _fixes(layout, report["shim"], import_errors)
+        report["unrecognised"] = _unrecognised(report["fixes"])
         report["mindspeed"] = mindspeed_state.mindspeed_state(layout)
         report["registry"] = _registry_rows(layout.registry)
         report.update(_resolve(layout.registry))
@@ -372,9 +383,15 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         report["value_model_megatron_error"] = report["verl"]["error"]
         report["engine_device"] = report["device"]
 
-    if report["engine_device"] == "npu" and not report["value_model_megatron_resolves"]:
-        report["status"] = PROBLEM
-        report["exit_code"] = 1
-    elif report["engine_device"] != "npu":  # a build machine: say so, rather than "ok" for what was not seen
-        report["status"] = NOT_JUDGED
+    _judge(report)
     return report
+
+
+def _judge(report: dict[str, Any]) -> None:
+    """The status, where verl imported: judged only where verl looks up NPU engines."""
+    if report["engine_device"] != "npu":  # a build machine: say so, rather than "ok" for what was not seen
+        report["status"] = NOT_JUDGED
+        return
+    breaks_critic = any(row["breaks_critic"] for row in report["unrecognised"])
+    if breaks_critic or not report["value_model_megatron_resolves"]:
+        report.update(status=PROBLEM, exit_code=1)

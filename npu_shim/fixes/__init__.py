@@ -21,6 +21,7 @@ APPLIED = "applied"
 ALREADY_APPLIED = "already applied"  # by an earlier activation in this process
 NATIVE = "native"  # this verl has the change: npu_shim stands aside
 NOT_APPLICABLE = "not applicable"  # nothing to fix here (old verl, no Megatron, no MindSpeed engine)
+UNRECOGNISED = "unrecognised"  # the change is missing here, but the code is no release's: left alone, with a warning
 
 
 def mark_as_ours(obj: Any) -> None:

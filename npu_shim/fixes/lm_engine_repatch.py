@@ -9,8 +9,9 @@ parallel state exists, too late for MindSpeed's context-parallel wrapper; 0.7.1
 also writes ``use_flash_attn`` into the user's ``override_transformer_config``.
 Does: drops that ``__init__`` (the class then inherits Megatron's, as upstream's
 effectively does) and adds upstream's ``_init_device_mesh``. It acts only on an
-``__init__`` whose code is exactly a known release's (bytecode and constants:
-:mod:`npu_shim.fingerprint`), so a verl that changed it, even one constant, is left alone.
+``__init__`` whose code is exactly a known release's (its syntax tree:
+:mod:`npu_shim.recognition`), so a verl that changed it, even one constant, is left alone,
+with a warning.
 """
 
 from __future__ import annotations
@@ -18,40 +19,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from npu_shim import fingerprint
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
 from npu_shim.layout import VerlLayout
+from npu_shim.recognition import KnownFunction
 
 NAME = "lm_engine_repatch"
 CLASS_NAME = "MindspeedEngineWithLMHead"
-# code_fingerprint(MindspeedEngineWithLMHead.__init__.__code__) of the PyPI releases, per Python
-# minor version (bytecode differs between them); from scripts/fingerprints.py. A Python
-# not listed here recognises nothing: the fix then says "not applicable" and leaves verl alone.
-KNOWN_INITS: fingerprint.KnownCode = {
-    (3, 10): {
-        "22b42823b07e892aaf63426c0e3f6b2e": "0.6.0, 0.6.1, 0.7.0",
-        "8a4e66cc8c914ea4693093963c1b3a20": "0.7.1",
-    },
-    (3, 11): {
-        "7bd88482d92bdbb24b7ecb947439a32c": "0.6.0, 0.6.1, 0.7.0",
-        "5e4dac957ef41570bba26bd179a91ce2": "0.7.1",
-    },
-    (3, 12): {
-        "2fb785936ca945b3aedc0e910de36637": "0.6.0, 0.6.1, 0.7.0",
-        "fdbdf8a6fbcdde6a68adfc4d6ecc103c": "0.7.1",
-    },
-    (3, 13): {
-        "eda81d5156d319b1d2cd0f5657e5911e": "0.6.0, 0.6.1, 0.7.0",
-        "48750f450013ed93bc67b099d69e1519": "0.7.1",
-    },
-}
-
-
-def known_release(init: Any) -> str | None:
-    """The verl releases whose ``MindspeedEngineWithLMHead.__init__`` has exactly this code, or None."""
-    return fingerprint.known_release(init, KNOWN_INITS)
+LM_INIT = KnownFunction(
+    fix=NAME,
+    source=f"verl/workers/engine/mindspeed/transformer_impl.py:{CLASS_NAME}.__init__",
+    missing_in=("0.6.0", "0.6.1", "0.7.0", "0.7.1"),
+    fixed_in=(),  # the change moves the repatch out of __init__: a release with it has its own _init_device_mesh
+    change="the repatch before the device mesh (verl #5697)",
+    if_left="at context-parallel size >= 2 the actor fails at its first forward on MindSpeed "
+    "(its context-parallel ranks are not initialized)",
+)
 
 
 def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
@@ -74,15 +58,15 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
             return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME}._init_device_mesh was added earlier in this process")
         why = f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697; #5700 on release/v0.7.1)"
         return Outcome(NAME, NATIVE, why)
-    release = known_release(engine_class.__dict__.get("__init__"))
-    if release is None:
-        return Outcome(
-            NAME, NOT_APPLICABLE, f"{CLASS_NAME}.__init__ is not the code of verl 0.6.0-0.7.1; left as verl ships it"
-        )
+    # No _init_device_mesh of its own: the repatch is in __init__, after the mesh, on any verl like this.
+    judged = LM_INIT.judge(engine_class, needed=True)
+    if not judged.missing:
+        return judged.outcome()
     changes.delattr(engine_class, "__init__")
     changes.setattr(engine_class, "_init_device_mesh", repatch_then_init_device_mesh(engine_class))
     return Outcome(
         NAME,
         APPLIED,
-        f"{CLASS_NAME} (__init__ of verl {release}) now repatches in _init_device_mesh, once, on a copy of the config",
+        f"{CLASS_NAME} (__init__ of verl {judged.releases}) now repatches in _init_device_mesh, once, "
+        "on a copy of the config",
     )

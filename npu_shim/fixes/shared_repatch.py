@@ -11,12 +11,11 @@ npu_shim adds and for anyone who calls it as upstream code does.
 from __future__ import annotations
 
 import sys
-from types import ModuleType
 from typing import Any
 
-from npu_shim import fingerprint, mindspeed_line
+from npu_shim import mindspeed_line
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome
+from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, mark_as_ours
 from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
 
 NAME = "shared_repatch"
@@ -48,6 +47,9 @@ def mindspeed_repatch(engine_config: Any) -> None:
     repatch(config)
 
 
+mark_as_ours(mindspeed_repatch)
+
+
 def _attn_backend(name: str) -> Any:
     from megatron.core.transformer.enums import AttnBackend  # loaded, and patched, by the time engines are built
 
@@ -74,27 +76,5 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
     return Outcome(NAME, APPLIED, f"bound {MINDSPEED_IMPL}.{UPSTREAM_NAME}")
 
 
-# Kept on verl's module while npu_shim's function stands in for verl's own (and tells a re-activation so).
-REPLACED = "__npu_shim_replaced_mindspeed_repatch__"
-
-
-def shipped_repatch(module: ModuleType | None) -> Any:
-    """verl's own ``_mindspeed_repatch`` in its MindSpeed module, also once npu_shim has rebound the name."""
-    if module is None:
-        return None
-    return vars(module).get(REPLACED, getattr(module, UPSTREAM_NAME, None))
-
-
-def rebind_if_known(layout: VerlLayout, changes: ChangeSet, releases: fingerprint.KnownCode) -> str | None:
-    """Rebind verl's ``_mindspeed_repatch`` to :func:`mindspeed_repatch` if its code is exactly one of
-    ``releases``'; return those releases, or None (nothing changed).
-
-    verl's engines look the module-level name up at call time, so the rebinding is all it takes.
-    """
-    module = layout.mindspeed_impl
-    current = getattr(module, UPSTREAM_NAME, None)
-    release = fingerprint.known_release(current, releases)
-    if module is not None and release is not None:
-        changes.setattr(module, REPLACED, current)
-        changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
-    return release
+# The function the fixes that rebind it recognise (batch_invariant_repatch, mindspeed_line_repatch).
+REPATCH_SOURCE = f"verl/workers/engine/mindspeed/transformer_impl.py:{UPSTREAM_NAME}"

@@ -36,7 +36,7 @@ BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable
         ("0.7.1", "0.6/0.7", BACKPORTED),
         ("release-0.7.1", "release/v0.7.1", ("applied", "applied", "native", *("not applicable",) * 3)),
         ("main-pre-6135", "pre-#6135 main", ("applied", "applied", "native", *("not applicable",) * 3)),
-        ("0.9", "native", ("native",) * 3 + ("not applicable", "native", "not applicable")),
+        ("0.9", "native", ("native",) * 3 + ("not applicable",) * 3),  # its repatch function is no release's
         ("0.8-edited", "native", ("native", "native", "native", *("not applicable",) * 3)),
     ],
 )
@@ -61,3 +61,25 @@ def test_layout_id_and_verdicts(synthetic, tmp_path, layout, layout_id, verdicts
     }
     assert report["value_model_megatron_resolves"] is True
     assert completed.returncode == 0, completed.stderr
+
+
+def test_a_patched_lm_engine_is_named_in_the_report_and_the_text(synthetic, tmp_path):
+    """A verl 0.7.1 whose LM engine __init__ was edited: the change is missing, the code is no release's."""
+    env = clean_env([ROOT, synthetic("edited-0.7.1")])
+    doctor = [sys.executable, "-m", "npu_shim", "doctor"]
+    completed = subprocess.run(
+        [*doctor, "--json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    report = json.loads(completed.stdout)
+    assert report["layout"]["id"] == "unrecognised"
+    verdicts = {fix["fix"]: fix["verdict"] for fix in report["fixes"]}
+    assert (verdicts["value_engine"], verdicts["lm_engine_repatch"]) == ("applied", "unrecognised")
+    # Only the actor at CP >= 2 fails without it: named, but the critic's engine is not judged a problem.
+    assert report["unrecognised"] == [{"fix": "lm_engine_repatch", "breaks_critic": False}]
+    assert (report["status"], completed.returncode) == ("ok", 0)
+    text = subprocess.run(doctor, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    lines = [line.split(None, 1) for line in text.stdout.splitlines() if line.strip().startswith("unrecognised ")]
+    assert lines == [
+        ["unrecognised", "lm_engine_repatch: verl needs its change, in code npu_shim does not know; see its reason "
+         "under fixes"]
+    ], text.stdout  # fmt: skip
