@@ -128,6 +128,8 @@ def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -
         reason = "set, but NPU_SHIM_DISABLE is set"
     elif probe["activated_at_start"] is not None:
         reason = "set, but the shim was already active from start-up"
+    elif probe["verl_import_error"] and not (report.get("verl") or {}).get("installed", True):
+        reason = f"set, but verl is not installed here: nothing to patch ({probe['verl_import_error']})"
     elif probe["verl_import_error"]:
         reason = f"import verl failed: {probe['verl_import_error']} (verl itself is broken here, shim or not)"
     elif probe["npu_shim_origin"] is None:

@@ -31,6 +31,16 @@ def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_
     assert "  device " not in text and "fixes:" not in text
 
 
+def test_a_verl_that_is_not_installed_is_not_called_broken(site, tmp_path):
+    """No verl at all: verl's route has nothing to patch, and nothing of verl is broken."""
+    report, status = run_doctor([site], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (status, report["status"], report["verl"]["installed"]) == (0, "not applicable", False)
+    assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"] == (
+        "set, but verl is not installed here: nothing to patch (ModuleNotFoundError: No module named 'verl')"
+    )
+    assert "broken" not in render(report)
+
+
 def test_a_misspelt_verl_use_external_modules_keeps_its_hint(site, synthetic, tmp_path):
     report, _ = run_doctor([site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="json, npu_shim")
     assert "exactly as written" in report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
