@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 
-from helpers import ROOT, clean_env, run_doctor
+from helpers import ROOT, clean_env, run_doctor, run_in_session
 
 from npu_shim.doctor.render import render
 
@@ -63,19 +63,38 @@ def test_a_repatch_verl_did_not_bind_is_not_called_unimportable(site, synthetic,
 
 
 def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):
-    """wrapt absent: the route imported npu_shim, but its hook cannot load; the route and the shim agree."""
-    no_wrapt = tmp_path / "no_wrapt"
-    (no_wrapt / "wrapt").mkdir(parents=True)
-    (no_wrapt / "wrapt" / "__init__.py").write_text('raise ImportError("synthetic: wrapt is not installed")\n')
-    report, status = run_doctor([no_wrapt, site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    """wrapt broken: the route imported npu_shim, but its hook cannot load; the route and the shim agree."""
+    broken_wrapt = tmp_path / "broken_wrapt"
+    (broken_wrapt / "wrapt").mkdir(parents=True)
+    (broken_wrapt / "wrapt" / "__init__.py").write_text('raise ImportError("synthetic: a broken wrapt")\n')
+    report, status = run_doctor(
+        [broken_wrapt, site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim"
+    )
     assert (status, report["status"]) == (1, "problem")
     assert report["shim"]["hook_loaded"] is False
+    assert report["shim"]["reason"] == (
+        "the shim's import hook did not load (npu_shim.hook failed to import: ImportError: synthetic: a broken "
+        "wrapt); verl runs unpatched"
+    )
     route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
     assert route["works"] is False
     assert route["reason"].startswith("it activated npu_shim, but the shim's import hook did not load")
     assert report["routes"]["effective"] is None
     text = render(report)
     assert "route  yes" not in text and "yes: " not in text
+
+
+def test_a_missing_wrapt_is_named_not_guessed(installed_shim, synthetic, tmp_path):
+    """The installed shim's venv has no wrapt (installed --no-deps): the reason says so, as a fact."""
+    python, _ = installed_shim
+    env = clean_env([synthetic("0.7.1")], VERL_USE_EXTERNAL_MODULES="npu_shim")
+    completed = run_in_session([str(python), "-m", "npu_shim", "doctor", "--json"], env, tmp_path, 300)
+    report = json.loads(completed.stdout)
+    assert (completed.returncode, report["shim"]["hook_loaded"]) == (1, False), completed.stderr
+    assert report["shim"]["reason"] == (
+        "the shim's import hook did not load (wrapt is not installed here); verl runs unpatched"
+    )
+    assert "is wrapt installed?" not in render(report)
 
 
 def test_a_relative_pythonpath_entry_is_named_with_what_it_depends_on(site, synthetic, tmp_path):
