@@ -117,6 +117,20 @@ def test_a_relative_entry_without_the_bootstrap_is_named_too(site, synthetic, tm
     )
 
 
+def test_the_doctor_suggests_one_bootstrap_however_it_is_started(site, synthetic, tmp_path):
+    """In a checkout, `python -m npu_shim` runs the checkout's shim and `npu-shim` the installed one: both name
+    the bootstrap of the npu_shim the probed interpreter (as a worker) imports, the installed one."""
+    script = tmp_path / "npu-shim"  # what pip writes for the console script: its directory first on sys.path
+    script.write_text("import sys\nfrom npu_shim.__main__ import main\nsys.exit(main())\n")
+    env = clean_env([site, synthetic("0.7.1")])
+    reasons = []
+    for command in (["-m", "npu_shim"], [str(script)]):
+        completed = run_in_session([sys.executable, *command, "doctor", "--json"], env, ROOT, 300)
+        reasons.append(json.loads(completed.stdout)["routes"]["PYTHONPATH"]["reason"])
+    installed = site / "npu_shim" / "bootstrap"
+    assert reasons == [f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={installed}:$PYTHONPATH)"] * 2
+
+
 def test_runtime_env_and_bootstrap_dir_answer_for_the_same_shim(site):
     """`python -m npu_shim` in a checkout with the shim also installed: both name the installed shim."""
 
