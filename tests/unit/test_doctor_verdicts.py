@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import types
 
 from helpers import ROOT, clean_env, run_doctor, run_in_session
 
@@ -224,6 +226,39 @@ def test_doctor_ray_names_the_cluster_it_resolved(site, synthetic, tmp_path):
     (fake / "ray" / "exceptions.py").write_text("from ray import GetTimeoutError\n")
     report, _ = run_doctor([fake, site, synthetic("0.7.1")], tmp_path, "--ray", VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert report["probed_in"] == "a Ray worker of the cluster at 10.0.0.7:6379"
+
+
+# Ray 2.60's ConnectionError from ray.init(address="auto") when no cluster runs on this machine.
+RAY_NO_CLUSTER = (
+    "Could not find any running Ray instance. "
+    "Please specify the one to connect to by setting `--address` flag or `RAY_ADDRESS` environment variable."
+)
+
+
+def test_no_ray_cluster_is_told_what_npu_shim_takes_not_rays_flag(monkeypatch):
+    """Ray's advice names its CLI's `--address`, which npu-shim has not: the doctor's `--ray ADDRESS` instead."""
+    from npu_shim.__main__ import _parser
+    from npu_shim.doctor import ray_probe
+
+    def init(address=None, **kwargs):
+        raise ConnectionError(RAY_NO_CLUSTER)
+
+    ray = types.ModuleType("ray")
+    ray.remote = lambda **options: lambda function: function
+    ray.init = init
+    exceptions = types.ModuleType("ray.exceptions")
+    exceptions.GetTimeoutError = TimeoutError
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.exceptions", exceptions)
+    answer = ray_probe.connect_and_probe(None, time.time() + 30, 30, str(ROOT))
+    assert answer == {
+        "error": "could not connect to a Ray cluster at auto: Could not find any running Ray instance. Name the "
+        "cluster to probe: npu-shim doctor --ray ADDRESS (or RAY_ADDRESS=ADDRESS with --ray alone), or start one "
+        "here: ray start --head."
+    }
+    assert _parser().parse_args(["doctor", "--ray", "10.0.0.7:6379"]).ray == "10.0.0.7:6379"  # what it names exists
+    unadvised = "Failed to connect to GCS at 127.0.0.1:1 within 60 s."  # no advice of Ray's: kept as it is
+    assert ray_probe._with_our_advice(ConnectionError(unadvised)) == unadvised
 
 
 def test_doctor_help_gives_the_default_timeout_in_seconds():
