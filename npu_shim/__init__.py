@@ -20,6 +20,7 @@ _SWITCHES = {"NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE"}  # npu
 # `importlib.reload(npu_shim)` re-runs this module in its namespace: keep what an earlier run set.
 _activated_via: str | None = globals().get("_activated_via")  # how the shim was activated, or None
 _watcher = globals().get("_watcher")  # our finder in sys.meta_path, once active
+hook_import_error = globals().get("hook_import_error")  # why npu_shim.hook did not import, for the doctor
 
 
 def activate(via: str = "import") -> bool:
@@ -56,9 +57,11 @@ def activated_via() -> str | None:
 
 def install_hook() -> None:
     """Register the wrapt post-import hook on verl.workers.engine; a failure warns once (raises if strict)."""
+    global hook_import_error
     try:
         from npu_shim.hook import register
     except Exception as error:  # a broken install (no wrapt): verl must still import, unpatched
+        hook_import_error = f"{type(error).__name__}: {error}"
         from npu_shim.switches import hook_unavailable
 
         if hook_unavailable(error):

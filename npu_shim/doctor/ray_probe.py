@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +44,20 @@ def _probe_function() -> Any:
     return namespace["probe"]
 
 
+# What the doctor takes instead of the `--address` flag of Ray's own advice (ray.init reads RAY_ADDRESS for "auto").
+ADVICE = (
+    "Name the cluster to probe: npu-shim doctor --ray ADDRESS (or RAY_ADDRESS=ADDRESS with --ray alone), "
+    "or start one here: ray start --head."
+)
+
+
+def _with_our_advice(error: BaseException) -> str:
+    """Ray's message without its advice for Ray's own command line (an `--address` flag), and npu-shim's instead."""
+    sentences = re.split(r"(?<=\.) +", str(error))
+    kept = [sentence for sentence in sentences if "--address" not in sentence]
+    return str(error) if len(kept) == len(sentences) else " ".join([*kept, ADVICE])
+
+
 def connect_and_probe(address: str | None, deadline: float, timeout: float, shim_parent: str) -> dict[str, Any]:
     """In the client interpreter: ``{"report": ...}`` from a Ray worker by ``deadline`` (the doctor's
     ``timeout`` less a grace), or ``{"error": "..."}``."""
@@ -55,7 +70,7 @@ def connect_and_probe(address: str | None, deadline: float, timeout: float, shim
     try:
         context = ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR")
     except Exception as error:  # ConnectionError when nothing runs there (when Ray gives up at all)
-        return {"error": f"could not connect to a Ray cluster at {address or 'auto'}: {error}"}
+        return {"error": f"could not connect to a Ray cluster at {address or 'auto'}: {_with_our_advice(error)}"}
     # "auto" names no cluster: the report names the one Ray connected to
     info = getattr(context, "address_info", None)
     resolved = (info.get("gcs_address") or info.get("address")) if isinstance(info, dict) else None

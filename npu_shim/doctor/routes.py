@@ -50,6 +50,17 @@ def _caller_directory() -> str | None:
         return None
 
 
+def _bootstrap_to_suggest(probe: dict[str, Any]) -> str:
+    """The PYTHONPATH entry to suggest: the bootstrap of the npu_shim the probed interpreter imports.
+
+    Not this process's own npu_shim: inside a checkout ``python -m npu_shim`` runs the checkout's and
+    ``npu-shim`` the installed one, while the probed interpreter (started elsewhere, as a worker is)
+    imports the same one for both. This doctor's own only when the probed interpreter finds none.
+    """
+    origin = probe.get("npu_shim_origin")
+    return bootstrap_dir(os.path.dirname(origin) if origin else None)
+
+
 def _relative_entries_reason(probe: dict[str, Any]) -> str | None:
     """Why a relative PYTHONPATH entry gives the shim to some processes and not others, or None."""
     pythonpath = probe["environment"].get("PYTHONPATH")
@@ -70,7 +81,7 @@ def _relative_entries_reason(probe: dict[str, Any]) -> str | None:
         )
     return (
         f"PYTHONPATH has no npu_shim bootstrap; {names} relative, read against each process's working directory "
-        f"(not one of npu_shim's here either); export PYTHONPATH={bootstrap_dir()}:$PYTHONPATH"
+        f"(not one of npu_shim's here either); export PYTHONPATH={_bootstrap_to_suggest(probe)}:$PYTHONPATH"
     )
 
 
@@ -84,7 +95,7 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
         reason = f"{ours or ran}: its sitecustomize.py activated the shim at start-up"
     elif ours is None:
         reason = _relative_entries_reason(probe) or (
-            f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={bootstrap_dir()}:$PYTHONPATH)"
+            f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={_bootstrap_to_suggest(probe)}:$PYTHONPATH)"
         )
     elif disabled:
         reason = f"{ours} is on PYTHONPATH, but NPU_SHIM_DISABLE is set"
@@ -128,6 +139,8 @@ def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -
         reason = "set, but NPU_SHIM_DISABLE is set"
     elif probe["activated_at_start"] is not None:
         reason = "set, but the shim was already active from start-up"
+    elif probe["verl_import_error"] and not (report.get("verl") or {}).get("installed", True):
+        reason = f"set, but verl is not installed here: nothing to patch ({probe['verl_import_error']})"
     elif probe["verl_import_error"]:
         reason = f"import verl failed: {probe['verl_import_error']} (verl itself is broken here, shim or not)"
     elif probe["npu_shim_origin"] is None:

@@ -95,7 +95,13 @@ def _shim_state() -> dict[str, Any]:
             else "not activated: no sitecustomize of npu_shim ran, and importing verl did not import npu_shim"
         )
     elif hook is None:
-        state["reason"] = "the shim's import hook did not load (is wrapt installed?); verl runs unpatched"
+        try:  # what stopped it, found rather than guessed: no wrapt here, or the error the hook's import raised
+            no_wrapt = importlib.util.find_spec("wrapt") is None
+        except (ImportError, ValueError):  # a finder that raises, or a wrapt in sys.modules without a spec
+            no_wrapt = False
+        error = getattr(npu_shim, "hook_import_error", None)  # recorded by npu_shim.install_hook
+        why = "wrapt is not installed here" if no_wrapt else error and f"npu_shim.hook failed to import: {error}"
+        state["reason"] = f"the shim's import hook did not load{f' ({why})' if why else ''}; verl runs unpatched"
     elif failure is not None:
         module = getattr(hook, "failed_module", None) or "verl"
         state["reason"] = f"the shim failed while patching {module} and left it as it shipped ({state['failure']})"

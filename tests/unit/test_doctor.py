@@ -155,6 +155,8 @@ def test_verl_route_without_npu_shim_importable_is_a_problem_even_from_the_check
     assert report["verl"] == {**report["verl"], "installed": True, "importable": False}
     assert report["verl"]["error"] == "ModuleNotFoundError: No module named 'npu_shim'"
     assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["works"] is False
+    # the probed interpreter finds no npu_shim: the entry to suggest is the checkout the doctor runs from
+    assert f"(export PYTHONPATH={ROOT}:$PYTHONPATH)" in report["routes"]["PYTHONPATH"]["reason"]
 
 
 @pytest.mark.parametrize("named", [" npu_shim", "NPU_SHIM", "json, npu_shim", "npu_shim,"])

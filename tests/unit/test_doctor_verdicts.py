@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import types
 
-from helpers import ROOT, clean_env, run_doctor
+from helpers import ROOT, clean_env, run_doctor, run_in_session
 
 from npu_shim.doctor.render import render
 
@@ -29,6 +31,16 @@ def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_
     assert "verl itself does not import here, so every worker that imports verl dies the same way" in text
     assert "exactly as written" not in text and "as written" not in text
     assert "  device " not in text and "fixes:" not in text
+
+
+def test_a_verl_that_is_not_installed_is_not_called_broken(site, tmp_path):
+    """No verl at all: verl's route has nothing to patch, and nothing of verl is broken."""
+    report, status = run_doctor([site], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (status, report["status"], report["verl"]["installed"]) == (0, "not applicable", False)
+    assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"] == (
+        "set, but verl is not installed here: nothing to patch (ModuleNotFoundError: No module named 'verl')"
+    )
+    assert "broken" not in render(report)
 
 
 def test_a_misspelt_verl_use_external_modules_keeps_its_hint(site, synthetic, tmp_path):
@@ -53,19 +65,38 @@ def test_a_repatch_verl_did_not_bind_is_not_called_unimportable(site, synthetic,
 
 
 def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):
-    """wrapt absent: the route imported npu_shim, but its hook cannot load; the route and the shim agree."""
-    no_wrapt = tmp_path / "no_wrapt"
-    (no_wrapt / "wrapt").mkdir(parents=True)
-    (no_wrapt / "wrapt" / "__init__.py").write_text('raise ImportError("synthetic: wrapt is not installed")\n')
-    report, status = run_doctor([no_wrapt, site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    """wrapt broken: the route imported npu_shim, but its hook cannot load; the route and the shim agree."""
+    broken_wrapt = tmp_path / "broken_wrapt"
+    (broken_wrapt / "wrapt").mkdir(parents=True)
+    (broken_wrapt / "wrapt" / "__init__.py").write_text('raise ImportError("synthetic: a broken wrapt")\n')
+    report, status = run_doctor(
+        [broken_wrapt, site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim"
+    )
     assert (status, report["status"]) == (1, "problem")
     assert report["shim"]["hook_loaded"] is False
+    assert report["shim"]["reason"] == (
+        "the shim's import hook did not load (npu_shim.hook failed to import: ImportError: synthetic: a broken "
+        "wrapt); verl runs unpatched"
+    )
     route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
     assert route["works"] is False
     assert route["reason"].startswith("it activated npu_shim, but the shim's import hook did not load")
     assert report["routes"]["effective"] is None
     text = render(report)
     assert "route  yes" not in text and "yes: " not in text
+
+
+def test_a_missing_wrapt_is_named_not_guessed(installed_shim, synthetic, tmp_path):
+    """The installed shim's venv has no wrapt (installed --no-deps): the reason says so, as a fact."""
+    python, _ = installed_shim
+    env = clean_env([synthetic("0.7.1")], VERL_USE_EXTERNAL_MODULES="npu_shim")
+    completed = run_in_session([str(python), "-m", "npu_shim", "doctor", "--json"], env, tmp_path, 300)
+    report = json.loads(completed.stdout)
+    assert (completed.returncode, report["shim"]["hook_loaded"]) == (1, False), completed.stderr
+    assert report["shim"]["reason"] == (
+        "the shim's import hook did not load (wrapt is not installed here); verl runs unpatched"
+    )
+    assert "is wrapt installed?" not in render(report)
 
 
 def test_a_relative_pythonpath_entry_is_named_with_what_it_depends_on(site, synthetic, tmp_path):
@@ -86,6 +117,20 @@ def test_a_relative_entry_without_the_bootstrap_is_named_too(site, synthetic, tm
         "'somewhere' relative, read against each process's working directory"
         in (report["routes"]["PYTHONPATH"]["reason"])
     )
+
+
+def test_the_doctor_suggests_one_bootstrap_however_it_is_started(site, synthetic, tmp_path):
+    """In a checkout, `python -m npu_shim` runs the checkout's shim and `npu-shim` the installed one: both name
+    the bootstrap of the npu_shim the probed interpreter (as a worker) imports, the installed one."""
+    script = tmp_path / "npu-shim"  # what pip writes for the console script: its directory first on sys.path
+    script.write_text("import sys\nfrom npu_shim.__main__ import main\nsys.exit(main())\n")
+    env = clean_env([site, synthetic("0.7.1")])
+    reasons = []
+    for command in (["-m", "npu_shim"], [str(script)]):
+        completed = run_in_session([sys.executable, *command, "doctor", "--json"], env, ROOT, 300)
+        reasons.append(json.loads(completed.stdout)["routes"]["PYTHONPATH"]["reason"])
+    installed = site / "npu_shim" / "bootstrap"
+    assert reasons == [f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={installed}:$PYTHONPATH)"] * 2
 
 
 def test_runtime_env_and_bootstrap_dir_answer_for_the_same_shim(site):
@@ -181,6 +226,39 @@ def test_doctor_ray_names_the_cluster_it_resolved(site, synthetic, tmp_path):
     (fake / "ray" / "exceptions.py").write_text("from ray import GetTimeoutError\n")
     report, _ = run_doctor([fake, site, synthetic("0.7.1")], tmp_path, "--ray", VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert report["probed_in"] == "a Ray worker of the cluster at 10.0.0.7:6379"
+
+
+# Ray 2.60's ConnectionError from ray.init(address="auto") when no cluster runs on this machine.
+RAY_NO_CLUSTER = (
+    "Could not find any running Ray instance. "
+    "Please specify the one to connect to by setting `--address` flag or `RAY_ADDRESS` environment variable."
+)
+
+
+def test_no_ray_cluster_is_told_what_npu_shim_takes_not_rays_flag(monkeypatch):
+    """Ray's advice names its CLI's `--address`, which npu-shim has not: the doctor's `--ray ADDRESS` instead."""
+    from npu_shim.__main__ import _parser
+    from npu_shim.doctor import ray_probe
+
+    def init(address=None, **kwargs):
+        raise ConnectionError(RAY_NO_CLUSTER)
+
+    ray = types.ModuleType("ray")
+    ray.remote = lambda **options: lambda function: function
+    ray.init = init
+    exceptions = types.ModuleType("ray.exceptions")
+    exceptions.GetTimeoutError = TimeoutError
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.exceptions", exceptions)
+    answer = ray_probe.connect_and_probe(None, time.time() + 30, 30, str(ROOT))
+    assert answer == {
+        "error": "could not connect to a Ray cluster at auto: Could not find any running Ray instance. Name the "
+        "cluster to probe: npu-shim doctor --ray ADDRESS (or RAY_ADDRESS=ADDRESS with --ray alone), or start one "
+        "here: ray start --head."
+    }
+    assert _parser().parse_args(["doctor", "--ray", "10.0.0.7:6379"]).ray == "10.0.0.7:6379"  # what it names exists
+    unadvised = "Failed to connect to GCS at 127.0.0.1:1 within 60 s."  # no advice of Ray's: kept as it is
+    assert ray_probe._with_our_advice(ConnectionError(unadvised)) == unadvised
 
 
 def test_doctor_help_gives_the_default_timeout_in_seconds():
