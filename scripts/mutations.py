@@ -176,6 +176,12 @@ MUTATIONS = [
         "",
     ),
     Mutation(
+        "chain: bytecode another Python wrote of an installed bootstrap kept (pip uninstall leaves it behind)",
+        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "    for path in paths:\n        if path:\n",
+        "    for path in ():\n        if path:\n",
+    ),
+    Mutation(
         "chain (2.7): the first entry without a sitecustomize ends the search",
         "npu_shim/bootstrap/_npu_shim_chain.py",
         '        found = imp.find_module("sitecustomize", [entry])\n    except ImportError:\n        return False\n',

@@ -24,6 +24,7 @@ LAYOUTS = (
     "no-megatron",  # verl's Megatron engine fails to import
     "renamed-base",  # MegatronEngineWithValueHead renamed
     "edited-0.7.1",  # 0.7.1 with one constant of the LM engine's __init__ changed (a user's local edit)
+    "patched-critic-0.7.1",  # 0.7.1 whose value engine has a forward_step of its own, no release's code
 )
 
 # Lookup as in verl 0.6-0.8 (0.9 reads VERL_ENGINE_DEVICE too, which no test sets).
@@ -147,8 +148,12 @@ class MegatronEngineWithLMHead(MegatronEngine):
 
 @EngineRegistry.register(model_type="value_model", backend="megatron")
 class {value_base}(MegatronEngineWithLMHead):
-    pass
-'''
+{value_body}'''
+
+PATCHED_FORWARD = """\
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        return None, None  # a local patch: no release's code
+"""
 
 MINDSPEED_IMPORT_GUARDED = """
 try:
@@ -193,7 +198,7 @@ LM_MESH_RELEASE_0_7_1 = LM_MESH_PRE_6135.replace(
     'repatch_config.setdefault("use_flash_attn", True)', 'repatch_config["use_flash_attn"] = True'
 )
 # What each layout's verl.__version__ says: the two branches report the versions users see.
-VERSIONS = {"main-pre-6135": "0.8.0.dev", "release-0.7.1": "0.7.1"}
+VERSIONS = {"main-pre-6135": "0.8.0.dev", "release-0.7.1": "0.7.1", "patched-critic-0.7.1": "0.7.1"}
 # verl >= 0.8 with a _mindspeed_repatch that is neither 0.8.0's nor has #6674 (edited by hand).
 EDITED_REPATCH_0_8 = """
 def _mindspeed_repatch(engine_config):
@@ -323,7 +328,10 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     files["verl/workers/engine/megatron/__init__.py"] = (
         f"from .transformer_impl import {', '.join(megatron_exports)}\n\n__all__ = {megatron_exports!r}\n"
     )
-    files["verl/workers/engine/megatron/transformer_impl.py"] = MEGATRON_IMPL.format(fail=fail, value_base=value_base)
+    value_body = PATCHED_FORWARD if layout == "patched-critic-0.7.1" else "    pass\n"
+    files["verl/workers/engine/megatron/transformer_impl.py"] = MEGATRON_IMPL.format(
+        fail=fail, value_base=value_base, value_body=value_body
+    )
     files["verl/workers/engine/mindspeed/__init__.py"] = (
         f"from .transformer_impl import {', '.join(mindspeed_exports)}\n\n__all__ = {mindspeed_exports!r}\n"
     )

@@ -83,3 +83,21 @@ def test_a_patched_lm_engine_is_named_in_the_report_and_the_text(synthetic, tmp_
         ["unrecognised", "lm_engine_repatch: verl needs its change, in code npu_shim does not know; see its reason "
          "under fixes"]
     ], text.stdout  # fmt: skip
+
+
+def test_a_patched_critic_forward_where_the_release_needs_the_change_is_a_problem(synthetic, tmp_path):
+    """verl 0.7.1 needs #5870; a forward_step that is no release's code is left alone, and the critic would fail."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
+        env=clean_env([ROOT, synthetic("patched-critic-0.7.1")]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(completed.stdout)
+    assert {fix["fix"]: fix["verdict"] for fix in report["fixes"]}["megatron_critic"] == "unrecognised"
+    assert report["unrecognised"] == [{"fix": "megatron_critic", "breaks_critic": True}]
+    assert report["value_model_megatron_resolves"] is True  # the engine resolves; its first value forward fails
+    assert (report["status"], report["exit_code"], completed.returncode) == ("problem", 1, 1)
