@@ -29,6 +29,20 @@ MODULE_FIXES = {
 BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable", "not applicable")
 
 
+def doctor_json(tree, cwd, *args: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """``npu-shim doctor --json`` over a synthetic tree, and the finished process."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args],
+        env=clean_env([ROOT, tree]),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return json.loads(completed.stdout), completed
+
+
 @pytest.mark.parametrize(
     ("layout", "layout_id", "verdicts"),
     [
@@ -41,16 +55,7 @@ BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable
     ],
 )
 def test_layout_id_and_verdicts(synthetic, tmp_path, layout, layout_id, verdicts):
-    completed = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
-        env=clean_env([ROOT, synthetic(layout)]),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    report = json.loads(completed.stdout)
+    report, completed = doctor_json(synthetic(layout), tmp_path)
     assert report["layout"]["id"] == layout_id
     expected = [*zip(ALL_FIXES, verdicts, strict=True), *((fix, "not applicable") for fix in MODULE_FIXES)]
     assert [(fix["fix"], fix["verdict"]) for fix in report["fixes"]] == expected
@@ -87,16 +92,7 @@ def test_a_patched_lm_engine_is_named_in_the_report_and_the_text(synthetic, tmp_
 
 def test_a_patched_critic_forward_where_the_release_needs_the_change_is_a_problem(synthetic, tmp_path):
     """verl 0.7.1 needs #5870; a forward_step that is no release's code is left alone, and the critic would fail."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json"],
-        env=clean_env([ROOT, synthetic("patched-critic-0.7.1")]),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    report = json.loads(completed.stdout)
+    report, completed = doctor_json(synthetic("patched-critic-0.7.1"), tmp_path)
     assert {fix["fix"]: fix["verdict"] for fix in report["fixes"]}["megatron_critic"] == "unrecognised"
     assert report["unrecognised"] == [{"fix": "megatron_critic", "breaks_critic": True}]
     assert report["value_model_megatron_resolves"] is True  # the engine resolves; its first value forward fails
