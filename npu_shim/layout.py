@@ -21,6 +21,11 @@ MINDSPEED_PACKAGE = "verl.workers.engine.mindspeed"
 MINDSPEED_IMPL = "verl.workers.engine.mindspeed.transformer_impl"
 
 
+def installed_verl_version() -> str:
+    """``verl.__version__`` of the verl imported in this process, or ``""``."""
+    return str(getattr(sys.modules.get("verl"), "__version__", ""))
+
+
 @dataclass(frozen=True)
 class VerlLayout:
     engine_package: ModuleType
@@ -38,7 +43,7 @@ class VerlLayout:
 
     @property
     def verl_version(self) -> str:
-        return str(getattr(sys.modules.get("verl"), "__version__", ""))
+        return installed_verl_version()
 
     def registered(self, model_type: str, backend: str, device: str) -> Any:
         """The class registered for the key, or None. 0.9 keys may be ``(device, vendor)`` tuples."""

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from npu_shim.fingerprint import function_fingerprint
 from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, UNRECOGNISED, Outcome, is_ours
+from npu_shim.layout import installed_verl_version
 
 MISSING = "missing"  # a judgement only: the change is missing from known code, and the fix applies it
 DATA_FILE = "known_code.json"
@@ -43,7 +43,7 @@ def known_code() -> dict[str, dict[str, str | None]]:
 
 def verl_release() -> str:
     """The installed verl's version without its local part (``0.7.1+ascend`` is 0.7.1), or ``""``."""
-    return str(getattr(sys.modules.get("verl"), "__version__", "")).partition("+")[0]
+    return installed_verl_version().partition("+")[0]
 
 
 def replaced_name(attribute: str) -> str:
@@ -97,7 +97,9 @@ class KnownFunction:
 
     def releases(self, function: Any) -> list[str]:
         """The known releases whose code ``function`` is exactly (empty for anything else)."""
-        fingerprint = function_fingerprint(function)
+        return self._releases_of(function_fingerprint(function))
+
+    def _releases_of(self, fingerprint: str | None) -> list[str]:
         if fingerprint is None:
             return []
         return [release for release, known in known_code()[self.source].items() if known == fingerprint]
@@ -122,7 +124,8 @@ class KnownFunction:
         shipped = self.shipped(owner)
         if is_ours(shipped):
             return Judgement(self.fix, NOT_APPLICABLE, f"{where} is npu_shim's own: this verl has none of its own")
-        releases = self.releases(shipped)
+        fingerprint = function_fingerprint(shipped)
+        releases = self._releases_of(fingerprint)
         listed = _listed(releases)
         if set(releases) & set(self.missing_in):
             if is_ours(current):
@@ -141,7 +144,7 @@ class KnownFunction:
         if not needed:
             why = f"{where} is not the code of a verl release npu_shim knows; left as verl ships it"
             return Judgement(self.fix, NOT_APPLICABLE, why)
-        what = "its source could not be read" if function_fingerprint(shipped) is None else "a local patch?"
+        what = "its source could not be read" if fingerprint is None else "a local patch?"
         why = (
             f"{where} is not the code of verl {_listed(self.missing_in)} ({what}): left as verl ships it, "
             f"without {self.change}, so {self.if_left}"
@@ -149,14 +152,13 @@ class KnownFunction:
         return Judgement(self.fix, UNRECOGNISED, why)
 
 
-def critic_fails_without(fix_name: str) -> bool:
-    """Whether a Megatron critic on an NPU fails where the fix ``fix_name`` is missing and not applied."""
+def declared_functions() -> list[KnownFunction]:
+    """Every KnownFunction a fix module declares, in the order of the fixes."""
     from npu_shim.fixes import fix_modules  # the fix modules import this one
 
-    return any(
-        value.breaks_critic
-        for fix in fix_modules()
-        if fix_name == fix.NAME
-        for value in vars(fix).values()
-        if isinstance(value, KnownFunction)
-    )
+    return [value for fix in fix_modules() for value in vars(fix).values() if isinstance(value, KnownFunction)]
+
+
+def critic_fails_without(fix_name: str) -> bool:
+    """Whether a Megatron critic on an NPU fails where the fix ``fix_name`` is missing and not applied."""
+    return any(known.breaks_critic for known in declared_functions() if known.fix == fix_name)

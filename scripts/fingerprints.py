@@ -25,18 +25,14 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(CHECKOUT))
 
 from npu_shim.fingerprint import source_fingerprint  # noqa: E402
-from npu_shim.fixes import fix_modules  # noqa: E402
-from npu_shim.recognition import DATA_FILE, KnownFunction  # noqa: E402
+from npu_shim.recognition import DATA_FILE, declared_functions  # noqa: E402
 
 OUTPUT = CHECKOUT / "npu_shim" / DATA_FILE
 
 
 def declared_sources() -> list[str]:
     """Every ``file:qualname`` some fix recognises, once each, in the order of the fixes."""
-    sources = [
-        value.source for fix in fix_modules() for value in vars(fix).values() if isinstance(value, KnownFunction)
-    ]
-    return list(dict.fromkeys(sources))
+    return list(dict.fromkeys(known.source for known in declared_functions()))
 
 
 def release_key(release: str) -> tuple[int, ...]:

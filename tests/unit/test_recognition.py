@@ -13,8 +13,7 @@ from helpers import ROOT
 
 from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import source_fingerprint
-from npu_shim.fixes import fix_modules
-from npu_shim.recognition import DATA_FILE, KnownFunction, known_code, replaced_name
+from npu_shim.recognition import DATA_FILE, KnownFunction, declared_functions, known_code, replaced_name
 
 OLD = "def build(x):\n    return x + 1\n"
 NEW = "def build(x):\n    return x + 2\n"
@@ -30,20 +29,18 @@ BUILD = KnownFunction(
 )
 
 
-def declared() -> list[KnownFunction]:
-    return [value for fix in fix_modules() for value in vars(fix).values() if isinstance(value, KnownFunction)]
-
-
 def test_the_table_holds_every_release_each_fix_names():
     """Editing a release out of known_code.json fails here (the matrix checks the installed release's code)."""
     table = json.loads((ROOT / "npu_shim" / DATA_FILE).read_text(encoding="utf-8"))
     assert table["functions"] == known_code()
-    for known in declared():
+    for known in declared_functions():
         named = (*known.missing_in, *known.fixed_in)
         held = {release for release, fingerprint in table["functions"][known.source].items() if fingerprint}
         assert set(named) <= held, (known.fix, sorted(set(named) - held))
         assert set(named) <= set(table["releases"]), known.fix
-    assert {known.source for known in declared()} == set(table["functions"]), "one entry per declared function"
+    assert {known.source for known in declared_functions()} == set(table["functions"]), (
+        "one entry per declared function"
+    )
 
 
 @pytest.fixture
