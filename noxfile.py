@@ -29,6 +29,12 @@ TORCH = "torch==2.13.0"
 LOCAL_WHEELS = Path("/opt/wheels")  # where that build lies (this machine kind's pip find-links; uv reads no pip config)
 MEGATRON = "megatron-core==0.16.1"
 MEGATRON_0_12 = "megatron-core==0.12.1"  # what MindSpeed 2.3.0_core_r0.12.1 patches
+# What verl's Ascend images run since verl #7604 (core_v0.18.0, with MindSpeed core_r0.18.0). megatron-core >= 0.17
+# says Requires-Python >= 3.12 and ships cp312 wheels only; its sdist is pure Python but for a datasets helper, so it
+# is built here into a wheel for this Python, as the images install Megatron from source (cached_env). Its
+# pipeline schedules import triton, which megatron-core does not require.
+MEGATRON_0_18 = "megatron-core==0.18.2"
+FROM_SDIST = {MEGATRON_0_18}
 # Beside megatron-core 0.12.1 uv's resolver keeps the newest fsspec and packaging and backtracks datasets (to 2.14)
 # and tensordict (to 0.8) instead; pip's resolution, on which the tests were measured, has these, as beside 0.16.1.
 AS_BESIDE_MEGATRON_0_16 = ["datasets==5.0.1", "tensordict==0.10.0"]
@@ -78,9 +84,13 @@ VERL_PINS: dict[str, list[str]] = {
     "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, *AS_BESIDE_MEGATRON_0_16, *VERL_0_8_EXTRAS],
     "0.9.0": ["verl==0.9.0", TORCH, MEGATRON, *TRAIN],
     "0.9.1": ["verl==0.9.1", TORCH, MEGATRON, *TRAIN],
+    # The images' stack since verl #7604: Megatron 0.18 with MindSpeed core_r0.18.0 (MegatronAdaptor and
+    # TransformerEngineNPU stand-ins from the kit). Megatron-Bridge, verl 0.9.x's default bridge, cannot be installed
+    # here (docs/testing.md): mbridge instead, as on 0.16.1.
+    "0.9.1-mcore0.18": ["verl==0.9.1", TORCH, MEGATRON_0_18, "triton==3.7.1", *TRAIN],
 }
 # The MindSpeed line the stand-in simulates: the one verl's Ascend images pair with that Megatron.
-MINDSPEED_LINE = {"": "core_r0.16.0", "mcore0.12": "2.3.0_core_r0.12.1"}
+MINDSPEED_LINE = {"": "core_r0.16.0", "mcore0.12": "2.3.0_core_r0.12.1", "mcore0.18": "core_r0.18.0"}
 # The tests whose outcome depends on Megatron (and its MindSpeed line), for the second Megatron of a release.
 MEGATRON_DEPENDENT = [
     "tests/matrix/test_matrix.py",
@@ -90,6 +100,8 @@ MEGATRON_DEPENDENT = [
 ]
 # Environments that run only some of MEGATRON_DEPENDENT: 0.6.1 with megatron-core 0.12.1 is there to train.
 ONLY = {"0.6.1-mcore0.12": ["tests/matrix/test_training.py"]}
+# The kit's own tests hardly depend on verl but do on Megatron (what the MindSpeed stand-in patches): once per Megatron.
+KIT_ENVS = ("0.7.1", "0.7.1-mcore0.12", "0.9.1-mcore0.18")
 AFFECTED = ("0.6.1", "0.7.1")
 DEMO_VERL = "0.7.1"
 # verl's own workers in Ray actors (tests/e2e, 1-3.5 min a release): where the error is met, and 0.8.0
@@ -128,9 +140,33 @@ def cached_env(session: nox.Session, name: str, requirements: list[str]) -> Path
             session.error(f"no CPU build of {TORCH} in {LOCAL_WHEELS}: not letting an index pick a CUDA build")
         local = ["--no-index", "--no-deps", "--find-links", str(LOCAL_WHEELS)]  # its dependencies come next
         session.run(*install, *local, TORCH, env=uv_env, external=True)
-    session.run(*install, *requirements, env=uv_env, external=True)
+    from_index = [requirement for requirement in requirements if requirement not in FROM_SDIST]
+    session.run(*install, *from_index, env=uv_env, external=True)
+    for requirement in sorted(FROM_SDIST.intersection(requirements)):
+        install_from_sdist(session, python, requirement)
     ready.touch()
     return python
+
+
+def install_from_sdist(session: nox.Session, python: Path, requirement: str) -> None:
+    """Build ``requirement``'s sdist into a wheel for this Python (cached in .cache/wheels) and install it alone.
+
+    Its Requires-Python (>= 3.12) is ignored on purpose: uv has no switch for that, pip has. Its dependencies
+    (torch, numpy, packaging) are in the environment already."""
+    name, _, release = requirement.partition("==")
+    wheel_name = f"{name.replace('-', '_')}-{release}-cp{sys.version_info[0]}{sys.version_info[1]}-*.whl"
+    wheels = ROOT / ".cache" / "wheels"
+    if not any(wheels.glob(wheel_name)):
+        sdists = ROOT / ".cache" / "sdists"
+        pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
+        session.run(*pip, "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--ignore-requires-python",
+                    "--dest", str(sdists), requirement, external=True)  # fmt: skip
+        (sdist,) = sdists.glob(f"{name.replace('-', '_')}-{release}.tar.gz")
+        session.run(*pip, "wheel", "--quiet", "--no-deps", "--ignore-requires-python", "--wheel-dir", str(wheels),
+                    str(sdist), external=True)  # fmt: skip
+    (wheel,) = wheels.glob(wheel_name)
+    session.run(str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                "--ignore-requires-python", str(wheel), external=True)  # fmt: skip
 
 
 def verl_env(session: nox.Session, verl: str) -> Path:
@@ -158,10 +194,9 @@ def matrix(session: nox.Session, verl: str) -> None:
     """Real verl, real megatron-core, real torch.distributed, simulated NPU."""
     python = verl_env(session, verl)
     release, _, variant = verl.partition("-")
-    # A release with another dependency runs only what that dependency decides. The kit's own tests
-    # hardly depend on verl but do on Megatron (what the MindSpeed stand-in patches): once per Megatron,
-    # beside the release the demo uses. The Ray tests start a local cluster (~1 min): once.
-    kit = ["tests/kit"] if release == DEMO_VERL else []
+    # A release with another dependency runs only what that dependency decides (and the kit, KIT_ENVS).
+    # The Ray tests start a local cluster (~1 min): once.
+    kit = ["tests/kit"] if verl in KIT_ENVS else []
     e2e = ["tests/e2e"] if verl in E2E_VERL else []
     if variant:
         paths = ONLY.get(verl) or [*MEGATRON_DEPENDENT, *kit]

@@ -121,11 +121,11 @@ def fixes_by_release() -> dict[str, dict[str, str]]:
 
 
 def matrix_column() -> str:
-    """This environment's column of that table: its verl release, and megatron-core 0.12.1 where installed."""
+    """This environment's column of that table: its verl release, and its megatron-core where that is not 0.16.1."""
     from importlib.metadata import version
 
-    release = os.environ.get("NPU_SHIM_TEST_VERL", "")
-    return f"{release}, megatron-core 0.12.1" if version("megatron-core").startswith("0.12.") else release
+    release, megatron = os.environ.get("NPU_SHIM_TEST_VERL", ""), version("megatron-core")
+    return release if megatron == "0.16.1" else f"{release}, megatron-core {megatron}"
 
 
 def run_doctor(pythonpath: Iterable[os.PathLike[str] | str], cwd: Path, *args: str, **env: str) -> tuple[Any, int]:

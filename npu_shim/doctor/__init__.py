@@ -17,7 +17,9 @@ Exit status: 1 when the probed interpreter's verl looks up ``npu`` engines and
 ``(value_model, megatron)`` does not resolve there (a Megatron critic would
 fail, npu_shim importable there or not) or a fix without which a critic fails
 found code it does not recognise, or when verl is installed there and
-``import verl`` fails; 2 when the probe gave no report (it crashed, no Ray
+``import verl`` fails, or (on any device) when a MindSpeed is installed there but
+``import mindspeed.megatron_adaptor`` fails (verl then runs every MindSpeed patch
+off: ``mindspeed_import_error``); 2 when the probe gave no report (it crashed, no Ray
 cluster answered, or npu_shim is not importable there and the critic's engine
 is not known to fail); else 0, including when verl is not installed and when no
 NPU is seen there (``"not judged"``: the critic's engine lookup is only judged
@@ -63,6 +65,17 @@ where verl looks up NPU engines).
   what this MindSpeed line offers verl (None: could not tell), and what that means for the verl seen;
   ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch``
 - ``mindspeed_installed`` (bool): whether a ``mindspeed`` package is found there at all (found, not imported)
+- ``mindspeed_import_error``: ``{"module": str, "error": str, "missing": str|None}|None``: where verl's
+  MindSpeed engine module bound no ``repatch`` and a ``mindspeed`` package is installed, the probe imports
+  ``mindspeed.megatron_adaptor`` itself (verl's guarded import hides why it failed); this is how that
+  failed: ``module`` the module imported, ``error`` ``"Type: message"``, ``missing`` the ``name`` of a
+  ``ModuleNotFoundError`` (``"megatron_adaptor"``: MegatronAdaptor is not installed), else None. None when
+  it imports or was not tried. Not None: ``"problem"`` on any device (verl runs every MindSpeed patch off)
+- ``mindspeed_adaptor_has_repatch`` (bool|None): whether that ``mindspeed.megatron_adaptor`` has a
+  ``repatch`` (False: a line without it, such as ``2.1.0_core_r0.12.1``; None: not tried, or it failed)
+- ``megatron_adaptor_installed``, ``transformer_engine_installed`` (bool): whether the top-level modules of
+  MegatronAdaptor (``megatron_adaptor``) and TransformerEngineNPU (``transformer_engine``), which MindSpeed
+  core_r0.17.0 and core_r0.18.0 need (installed in that order, then MindSpeed), are found there (not imported)
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
 - ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)

@@ -1,15 +1,19 @@
 """What the MindSpeed in the probed interpreter offers verl, and what that means for the verl seen there.
 
 Part of the doctor's probe (see ``verl_state``), read after verl imported its MindSpeed engine module.
+Where verl's module bound no ``repatch`` and a MindSpeed is installed, the probe imports
+``mindspeed.megatron_adaptor`` itself to say why: verl's guarded import hides the error.
 README, "MindSpeed lines" (docs/mindspeed-lines.md), has the table this condenses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
 import sys
+from types import ModuleType
 from typing import Any
 
 from npu_shim import mindspeed_line
@@ -18,13 +22,35 @@ from npu_shim.layout import VerlLayout
 
 logger = logging.getLogger("npu_shim")
 
+ADAPTOR = "mindspeed.megatron_adaptor"  # what verl imports `repatch` from
+# What MindSpeed core_r0.17.0 and core_r0.18.0 need besides themselves, installed in this order before MindSpeed:
+MEGATRON_ADAPTOR = "megatron_adaptor"  # MegatronAdaptor; their `mindspeed/__init__.py` is `import megatron_adaptor`
+TRANSFORMER_ENGINE = "transformer_engine"  # TransformerEngineNPU
+INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed"
+PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
+# The report's keys for why verl bound no repatch, before anything was tried (or where nothing could be).
+NOT_TRIED = {"mindspeed_import_error": None, "mindspeed_adaptor_has_repatch": None}
+
+
+def _found(name: str) -> bool:
+    """Whether a top-level module ``name`` is found here; found, not imported."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder that raises, or a module in sys.modules without a spec
+        return False
+
 
 def installed() -> bool:
     """Whether a top-level ``mindspeed`` is found here; found, not imported (that could patch Megatron)."""
-    try:
-        return importlib.util.find_spec("mindspeed") is not None
-    except (ImportError, ValueError):
-        return False
+    return _found("mindspeed")
+
+
+def dependencies() -> dict[str, bool]:
+    """Whether MegatronAdaptor and TransformerEngineNPU, which core_r0.17.0/core_r0.18.0 need, are found here."""
+    return {
+        "megatron_adaptor_installed": _found(MEGATRON_ADAPTOR),
+        "transformer_engine_installed": _found(TRANSFORMER_ENGINE),
+    }
 
 
 def empty() -> dict[str, Any]:
@@ -38,11 +64,23 @@ def empty() -> dict[str, Any]:
     }
 
 
+def _import_adaptor() -> tuple[ModuleType | None, dict[str, Any] | None]:
+    """``mindspeed.megatron_adaptor`` imported here as verl imports it, or how that failed (verl tried it already)."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
+            return importlib.import_module(ADAPTOR), None
+    except Exception as error:  # what verl's `except ImportError` hid
+        missing = error.name if isinstance(error, ModuleNotFoundError) else None
+        return None, {"module": ADAPTOR, "error": f"{type(error).__name__}: {error}", "missing": missing}
+
+
 def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
-    """What this MindSpeed offers verl, and what that means here.
+    """What this MindSpeed offers verl, and what that means here: the report's keys ``mindspeed`` and :data:`NOT_TRIED`.
 
     ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch`` (what verl calls), not
-    whether ``from mindspeed.megatron_adaptor import repatch`` works on its own (:func:`installed` says part of that).
+    whether ``from mindspeed.megatron_adaptor import repatch`` works on its own. Where verl bound none and a
+    MindSpeed is installed, that import is tried here: ``mindspeed_import_error`` is how it failed (None: it
+    imports), ``mindspeed_adaptor_has_repatch`` whether the module has a ``repatch`` (None: not tried, or failed).
     """
     # The `repatch` verl's own module bound: importing mindspeed here could patch Megatron out of order.
     repatch = getattr(layout.mindspeed_impl, "repatch", None)
@@ -61,14 +99,29 @@ def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
         except Exception as error:
             logger.debug("MindSpeed's context-parallel utilities did not import: %s: %s", type(error).__name__, error)
             result["context_parallel_wrapper"] = False
+    unbound = dict(NOT_TRIED)
+    if repatch is None and installed():  # why verl bound none: its guarded import hid the error
+        imported, unbound["mindspeed_import_error"] = _import_adaptor()
+        if imported is not None:
+            unbound["mindspeed_adaptor_has_repatch"] = getattr(imported, "repatch", None) is not None
     in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
-    result["meaning"] = _mindspeed_meaning(result, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
-    return result
+    result["meaning"] = _mindspeed_meaning(result, unbound, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
+    return {"mindspeed": result, **unbound}
 
 
-def _mindspeed_meaning(mindspeed: dict[str, Any], *, shims_repatch: bool) -> list[str]:
-    """What the MindSpeed found means for this verl, with npu_shim's repatch in place here or not."""
-    if not mindspeed["repatch_importable"]:
+def _mindspeed_meaning(mindspeed: dict[str, Any], unbound: dict[str, Any], *, shims_repatch: bool) -> list[str]:
+    """What the MindSpeed found means for this verl, with npu_shim's repatch in place here or not.
+
+    ``unbound``: the report's keys of :data:`NOT_TRIED`, why verl bound no repatch.
+    """
+    if unbound["mindspeed_import_error"]:
+        return [_import_failure(unbound["mindspeed_import_error"])]
+    if unbound["mindspeed_adaptor_has_repatch"]:
+        return [
+            f"no repatch bound by verl, though {ADAPTOR}.repatch imports here: verl's engine config never "
+            "reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's own command-line flags"
+        ]
+    if not mindspeed["repatch_importable"]:  # MindSpeed absent, or a line whose adaptor has no repatch
         return [
             "no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): verl's engine "
             "config never reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's "
@@ -105,3 +158,23 @@ def _mindspeed_meaning(mindspeed: dict[str, Any], *, shims_repatch: bool) -> lis
     elif mindspeed["context_parallel_wrapper"] is False:
         meaning.append("no wrapper of initialize_model_parallel: context parallelism is Megatron's own here")
     return meaning
+
+
+def _import_failure(failure: dict[str, Any]) -> str:
+    """Why an installed MindSpeed gives verl no ``repatch``: its ``mindspeed.megatron_adaptor`` does not import."""
+    if failure["missing"] == MEGATRON_ADAPTOR:
+        also = (
+            ""
+            if _found(TRANSFORMER_ENGINE)
+            else "; TransformerEngineNPU (module transformer_engine) is not installed either"
+        )
+        return (
+            "MegatronAdaptor (module megatron_adaptor) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
+            f"imports it at `import mindspeed`, so {PATCHES_OFF}{also}; fix: {INSTALL_ORDER}"
+        )
+    if failure["missing"] == TRANSFORMER_ENGINE:
+        return (
+            "TransformerEngineNPU (module transformer_engine) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
+            f"imports it at `import {failure['module']}`, so {PATCHES_OFF}; fix: {INSTALL_ORDER}"
+        )
+    return f"MindSpeed is installed but `import {failure['module']}` failed: {failure['error']}: {PATCHES_OFF}"

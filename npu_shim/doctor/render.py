@@ -46,17 +46,32 @@ def _probe_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
-def _repatch_text(mindspeed: dict[str, Any], installed: bool) -> str:
+def _repatch_text(report: dict[str, Any]) -> str:
     # The field is about verl's binding (what verl calls), which can be missing while MindSpeed imports fine.
+    mindspeed = report["mindspeed"]
     if mindspeed["repatch_importable"]:
         return "bound by verl's MindSpeed engine module" + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")
-    if installed:
+    if not report.get("mindspeed_installed"):
+        return "not bound by verl: MindSpeed is not installed here"
+    failure = report.get("mindspeed_import_error")
+    if failure:  # what verl's guarded import hid
+        return f"not bound by verl: MindSpeed is installed, but `import {failure['module']}` fails: {failure['error']}"
+    has_repatch = report.get("mindspeed_adaptor_has_repatch")
+    if has_repatch is False:
         return (
-            "not bound by verl: its MindSpeed engine module holds no repatch (its guarded import of "
-            "mindspeed.megatron_adaptor failed when verl imported it, or this line has none), though MindSpeed "
-            "is installed"
+            "not bound by verl: MindSpeed is installed and mindspeed.megatron_adaptor imports, without a repatch "
+            "(a line without it)"
         )
-    return "not bound by verl: MindSpeed is not installed here"
+    if has_repatch:
+        return (
+            "not bound by verl: its MindSpeed engine module holds no repatch, though MindSpeed is installed and "
+            "mindspeed.megatron_adaptor.repatch imports here"
+        )
+    return (  # nothing tried (mindspeed_adaptor_has_repatch None): verl's engine package did not import
+        "not bound by verl: its MindSpeed engine module holds no repatch (its guarded import of "
+        "mindspeed.megatron_adaptor failed when verl imported it, or this line has none), though MindSpeed "
+        "is installed"
+    )
 
 
 def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -81,7 +96,7 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         device += f" (engines looked up for {report['engine_device']}: VERL_ENGINE_DEVICE)"
     lines.append(("device", device))
     lines.append(("torch_npu", _torch_npu_text(report["torch_npu"])))
-    lines.append(("mindspeed repatch", _repatch_text(mindspeed, bool(report.get("mindspeed_installed")))))
+    lines.append(("mindspeed repatch", _repatch_text(report)))
     found = {True: "yes", False: "no", None: "unknown"}
     features = (
         f"batch-invariant flash attention {found[mindspeed.get('batch_invariant_attention')]}, "
@@ -113,7 +128,12 @@ def render(report: dict[str, Any]) -> str:
     if report.get("error"):
         lines.append(("error", report["error"]))
     status = f"{report['status']} (exit {report['exit_code']})"
-    if report["status"] == "not judged":
+    failure = report.get("mindspeed_import_error")
+    if report["status"] == "problem" and failure:
+        status += (
+            f": MindSpeed is installed but `import {failure['module']}` fails, so verl runs every MindSpeed patch off"
+        )
+    elif report["status"] == "not judged":
         status += (
             f": verl looks up {report.get('engine_device')} engines here, not npu; "
             "run the doctor where the workers see an NPU"

@@ -324,6 +324,8 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         "fixes": [],
         "mindspeed": mindspeed_state.empty(),
         "mindspeed_installed": mindspeed_state.installed(),
+        **mindspeed_state.NOT_TRIED,
+        **mindspeed_state.dependencies(),
         "torch_npu": None,
         "device": None,
         "engine_device": None,
@@ -381,7 +383,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         report["layout"] = {"id": layout_id, "description": LAYOUTS[layout_id]}
         report["fixes"] = _fixes(layout, report["shim"], import_errors)
         report["unrecognised"] = _unrecognised(report["fixes"])
-        report["mindspeed"] = mindspeed_state.mindspeed_state(layout)
+        report.update(mindspeed_state.mindspeed_state(layout))
         report["registry"] = _registry_rows(layout.registry)
         report.update(_resolve(layout.registry))
         report["engine_device"] = _engine_device(layout.registry, report["device"])
@@ -394,7 +396,10 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
 
 
 def _judge(report: dict[str, Any]) -> None:
-    """The status, where verl imported: judged only where verl looks up NPU engines."""
+    """The status, where verl imported: judged only where verl looks up NPU engines, but for a broken MindSpeed."""
+    if report["mindspeed_import_error"] is not None:  # installed, unimportable: verl's MindSpeed patches all off
+        report.update(status=PROBLEM, exit_code=1)
+        return
     if report["engine_device"] != "npu":  # a build machine: say so, rather than "ok" for what was not seen
         report["status"] = NOT_JUDGED
         return

@@ -56,6 +56,10 @@ from pathlib import Path
 from typing import Any
 
 SIMULATED_DIR = str(Path(__file__).parent / "simulated")
+# The MegatronAdaptor stand-in (top-level ``megatron_adaptor``), which MindSpeed core_r0.17.0/core_r0.18.0 import at
+# ``import mindspeed``: on the path only for those lines, so that leaving it out shows what a missing MA does.
+MEGATRON_ADAPTOR_DIR = str(Path(__file__).parent / "simulated_megatron_adaptor")
+MEGATRON_ADAPTOR_LINES = ("core_r0.17.0", "core_r0.18.0")
 REPATCH_LOG_VARIABLE = "NPU_SHIM_SIM_REPATCH_LOG"
 MINDSPEED_LINE_VARIABLE = "NPU_SHIM_SIM_MINDSPEED"  # which MindSpeed line the stand-in behaves as
 COMPUTE_VARIABLE = "NPU_SHIM_SIM_COMPUTE"  # "1": npu tensors compute on the CPU (read when torch_npu is imported)
@@ -71,6 +75,8 @@ MINDSPEED_LINES = (
 
 __all__ = [
     "COMPUTE_VARIABLE",
+    "MEGATRON_ADAPTOR_DIR",
+    "MEGATRON_ADAPTOR_LINES",
     "SIMULATED_DIR",
     "free_port",
     "fresh_mindspeed",
@@ -99,6 +105,9 @@ def simulate_npu(compute: bool = False) -> None:
         os.environ[COMPUTE_VARIABLE] = "1"
     if SIMULATED_DIR not in sys.path:
         sys.path.insert(0, SIMULATED_DIR)
+    line = os.environ.get(MINDSPEED_LINE_VARIABLE, "").strip()
+    if line in MEGATRON_ADAPTOR_LINES and MEGATRON_ADAPTOR_DIR not in sys.path:
+        sys.path.insert(sys.path.index(SIMULATED_DIR) + 1, MEGATRON_ADAPTOR_DIR)
     import torch_npu
 
     if not getattr(torch_npu, "SIMULATED", False):
@@ -115,29 +124,35 @@ def simulated_npu_env(
     repatch_log: str | os.PathLike[str] | None = None,
     mindspeed_line: str | None = None,
     compute: bool = False,
+    megatron_adaptor: bool = True,
 ) -> dict:
     """A copy of ``env`` (default ``os.environ``) in which Python processes see the simulated NPU.
 
     ``mindspeed_line`` (one of :data:`MINDSPEED_LINES`) makes the MindSpeed stand-in behave as
     that line; without it, as ``env`` says, else as ``core_r0.16.0``. ``compute=True`` puts them in
-    compute mode (npu tensors compute on the CPU); without it, as ``env`` says.
+    compute mode (npu tensors compute on the CPU); without it, as ``env`` says. On the lines that
+    import MegatronAdaptor (:data:`MEGATRON_ADAPTOR_LINES`) its stand-in is installed too, unless
+    ``megatron_adaptor=False``: then ``import mindspeed`` fails there, as without the real MA.
     """
     result = dict(os.environ if env is None else env)
-    entries = [entry for entry in result.get("PYTHONPATH", "").split(os.pathsep) if entry and entry != SIMULATED_DIR]
-    result["PYTHONPATH"] = os.pathsep.join([*entries, SIMULATED_DIR])
-    if repatch_log is not None:
-        result[REPATCH_LOG_VARIABLE] = os.fspath(repatch_log)
+    ours = (SIMULATED_DIR, MEGATRON_ADAPTOR_DIR)
+    entries = [entry for entry in result.get("PYTHONPATH", "").split(os.pathsep) if entry and entry not in ours]
     if mindspeed_line is not None:
         if mindspeed_line not in MINDSPEED_LINES:
             raise ValueError(f"mindspeed_line={mindspeed_line!r}: the stand-in simulates {', '.join(MINDSPEED_LINES)}")
         result[MINDSPEED_LINE_VARIABLE] = mindspeed_line
+    line = result.get(MINDSPEED_LINE_VARIABLE, "").strip()
+    adaptor = [MEGATRON_ADAPTOR_DIR] if megatron_adaptor and line in MEGATRON_ADAPTOR_LINES else []
+    result["PYTHONPATH"] = os.pathsep.join([*entries, SIMULATED_DIR, *adaptor])
+    if repatch_log is not None:
+        result[REPATCH_LOG_VARIABLE] = os.fspath(repatch_log)
     if compute:
         result[COMPUTE_VARIABLE] = "1"
     return result
 
 
 def _simulated_adaptor() -> Any:
-    from mindspeed import megatron_adaptor
+    import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 
     if not getattr(megatron_adaptor, "SIMULATED", False):
         raise RuntimeError("mindspeed.megatron_adaptor is the real one, not npu_shim.testing's stand-in")

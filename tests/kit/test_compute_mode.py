@@ -226,7 +226,7 @@ import torch.nn.functional as F
 from types import SimpleNamespace
 from megatron.core.transformer.dot_product_attention import DotProductAttention
 from megatron.core.transformer.enums import AttnMaskType
-from mindspeed import megatron_adaptor
+import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 
 torch.manual_seed(0)
 S, B, N, G, D = 5, 2, 4, 2, 8
@@ -361,3 +361,75 @@ def test_default_mode_is_unchanged(variable):
     for name in ("npu_fusion_attention", "npu_rms_norm"):
         assert report[name] == f"torch_npu.{name}: simulated NPU (npu_shim.testing), no kernel to run"
     assert "needs compute mode" in report["transfer_to_npu"]
+
+
+# -- Megatron's TE spec provider survives repatch ----------------------------------------------------------------
+
+SPEC_PROVIDER = """
+import importlib.metadata
+import megatron.core.extensions.transformer_engine_spec_provider as provider
+import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
+from megatron.core.models.gpt import gpt_layer_specs
+
+megatron_class = provider.TESpecProvider
+report["megatron"] = importlib.metadata.version("megatron-core")
+report["specs_bound_at_import"] = None if gpt_layer_specs.TESpecProvider is None else "a class"
+for step in range(2):  # verl's engines: one repatch each, in one process
+    megatron_adaptor.repatch({"use_flash_attn": True})
+report["home_keeps_megatrons_class"] = provider.TESpecProvider is megatron_class
+try:
+    spec = gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
+    report["te_spec"] = type(spec).__name__
+except TypeError as error:
+    report["te_spec"] = f"TypeError: {error}"
+"""
+
+
+def test_megatrons_te_spec_provider_survives_repatch_on_every_megatron():
+    """megatron-core 0.18 binds ``TESpecProvider = None`` in its GPT specs when Transformer Engine does not import;
+    the stand-in gives the specs a provider, and a patch's removal rebinds every module holding the replacement
+    back to the original (as MindSpeed's does). With Megatron's own class as the replacement, the first repatch
+    made even its home module's ``TESpecProvider`` ``None``, and verl's model build died in
+    ``get_gpt_layer_with_transformer_engine_spec`` (``'NoneType' object is not callable``)."""
+    report = run_child(SPEC_PROVIDER, compute=True)
+    assert report["home_keeps_megatrons_class"], report
+    assert report["te_spec"] == "ModuleSpec", report
+
+
+# -- MegatronAdaptor, the first of core_r0.18.0's three layers ---------------------------------------------------
+
+MEGATRON_ADAPTOR = """
+try:
+    from mindspeed.megatron_adaptor import repatch  # verl's guarded import
+    report["repatch"] = "imported"
+except ImportError as error:
+    report["repatch"] = f"{type(error).__name__}: {error}"
+if report["repatch"] == "imported":
+    import megatron_adaptor
+
+    def plain(x):
+        return x + 1
+
+    report["megatron_first"] = list(megatron_adaptor.MEGATRON_FIRST)
+    report["cuda_lands_on"] = str(torch.zeros(1, device="cuda").device)
+    from apex.optimizers import FusedAdam
+    report["fused_adam"] = f"{FusedAdam.__module__}.{FusedAdam.__qualname__}"
+    repatch({"use_flash_attn": True})
+    repatch({"use_flash_attn": True})
+    report["compile_after_repatch"] = torch.compile(plain) is plain
+"""
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_core_r0_18_needs_megatron_adaptor_which_does_the_basics_for_the_whole_process(installed):
+    report = run_child(MEGATRON_ADAPTOR, compute=True, mindspeed_line="core_r0.18.0", megatron_adaptor=installed)
+    if not installed:  # as on a real image without MA: verl's guarded import leaves repatch = None
+        assert report == {"repatch": "ModuleNotFoundError: No module named 'megatron_adaptor'"}
+        return
+    assert report == {
+        "repatch": "imported",
+        "megatron_first": [],  # mindspeed imported it first thing, before anything imported Megatron
+        "cuda_lands_on": "npu:0",
+        "fused_adam": "mindspeed.core.optimizer.adamw.AdamW",
+        "compile_after_repatch": True,  # MA's, not a MindSpeed patch that repatch removes and re-applies
+    }

@@ -28,9 +28,9 @@ BATCH_INVARIANT = {"use_flash_attn": True, "use_flash_attn_npu_batch_invariant":
 
 @pytest.fixture
 def megatron(repatch_calls):  # repatch_calls: the stand-in starts, and is left, as in a fresh process
+    import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
     from megatron.core import parallel_state
     from megatron.core.transformer.dot_product_attention import DotProductAttention
-    from mindspeed import megatron_adaptor
     from mindspeed.args_utils import get_mindspeed_args
 
     # Megatron's own forward: from import on, MindSpeed's generate-mask feature wraps it (below CP 2)
@@ -49,7 +49,20 @@ def megatron(repatch_calls):  # repatch_calls: the stand-in starts, and is left,
     assert (parallel_state.initialize_model_parallel, DotProductAttention.forward.__wrapped__) == original
 
 
-def test_arguments_persist_between_calls_until_overwritten(megatron):
+@pytest.fixture
+def on_a_ring_line(megatron):
+    """For the tests that watch MindSpeed's CP wrapper: a line that has it, whatever line this process started as
+    (``core_r0.18.0`` in the environment of Megatron 0.18, which has none)."""
+    from npu_shim.testing import fresh_mindspeed, mindspeed_line
+
+    started = mindspeed_line()
+    fresh_mindspeed("core_r0.16.0")
+    yield megatron
+    fresh_mindspeed(started)
+
+
+def test_arguments_persist_between_calls_until_overwritten(on_a_ring_line):
+    megatron = on_a_ring_line
     megatron.repatch({"context_parallel_size": 2})
     megatron.repatch({"use_flash_attn": True})
     assert (megatron.args().context_parallel_size, megatron.args().use_flash_attn) == (2, True)
@@ -93,7 +106,8 @@ def test_unknown_keys_are_stored_and_a_config_that_is_not_a_mapping_fails_as_in_
     assert len(repatch_calls) == 4, "every call is recorded, the failed ones too"
 
 
-def test_copies_bound_by_from_import_are_patched_and_restored_too(megatron):
+def test_copies_bound_by_from_import_are_patched_and_restored_too(on_a_ring_line):
+    megatron = on_a_ring_line
     copy = types.ModuleType("npu_shim_test_copy")
     copy.initialize_model_parallel = megatron.original_initialize
     sys.modules[copy.__name__] = copy
@@ -310,7 +324,7 @@ def test_batch_invariant_ops_keys_are_stored_where_the_feature_does_not_exist(li
 
 @pytest.mark.parametrize("line", ["2.1.0_core_r0.12.1"], indirect=True)
 def test_2_1_0_has_no_repatch(line, megatron):
-    from mindspeed import megatron_adaptor
+    import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 
     with pytest.raises(ImportError, match="cannot import name 'repatch'"):
         from mindspeed.megatron_adaptor import repatch  # noqa: F401 - verl's own guarded import

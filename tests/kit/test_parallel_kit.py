@@ -259,12 +259,15 @@ def test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_coun
 # -- MindSpeed's FusedAdam adaptation, per line -------------------------------------------------------------------
 
 ADAM = """
-from mindspeed import megatron_adaptor  # as verl's engine package imports it, before Megatron
+import os
+try:  # as verl's engine package imports it, before Megatron (guarded, as verl's)
+    import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402
+except ImportError:  # core_r0.18.0 without MegatronAdaptor
+    pass
 import megatron.core.optimizer as optimizer
 import megatron.core.optimizer.distrib_optimizer as distributed
-from mindspeed import lines
 
-report["line"] = lines.current().name
+report["line"] = os.environ["NPU_SHIM_SIM_MINDSPEED"]
 report["adam"] = f"{optimizer.Adam.__module__}.{optimizer.Adam.__qualname__}"
 # Megatron's branch without TE or Apex (both megatron-cores): torch's AdamW as Adam, HAVE_APEX_OR_TE False
 report["torch_branch"] = [optimizer.Adam is torch.optim.AdamW, not distributed.HAVE_APEX_OR_TE]
@@ -294,10 +297,15 @@ LINES_BESIDE_THIS_MEGATRON = ["2.3.0_core_r0.12.1"] if MEGATRON_0_12 else ["core
 
 
 @pytest.mark.parametrize("line", LINES_BESIDE_THIS_MEGATRON)
-def test_mindspeeds_fused_adam_is_apexs_on_the_lines_that_make_it(line):
-    report = run_child(ADAM, mindspeed_line=line)
+@pytest.mark.parametrize("megatron_adaptor", [True, False])
+def test_mindspeeds_fused_adam_is_apexs_on_the_lines_that_make_it(line, megatron_adaptor):
+    """On core_r0.18.0 MegatronAdaptor gives Megatron apex's FusedAdam (MindSpeed 0.18 no longer does): without MA
+    ``import mindspeed`` fails there, and Megatron takes its torch branch."""
+    if not megatron_adaptor and line != "core_r0.18.0":
+        pytest.skip("MegatronAdaptor is a package of its own only on core_r0.17.0 and core_r0.18.0")
+    report = run_child(ADAM, mindspeed_line=line, megatron_adaptor=megatron_adaptor)
     assert report["line"] == line
-    if line == "core_r0.18.0":  # requirements_basic lives in the separate MegatronAdaptor package there: not modelled
+    if not megatron_adaptor:
         assert report["adam"] == "torch.optim.adamw.AdamW" and report["torch_branch"] == [True, True]
         return
     assert report["adam"] == "mindspeed.core.optimizer.adamw.AdamW"
@@ -315,7 +323,7 @@ RING = """
 import os
 rank = int(os.environ["RANK"])
 torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=rank, world_size=2)
-from mindspeed import megatron_adaptor
+import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 from megatron.core import parallel_state
 from megatron.core.packed_seq_params import PackedSeqParams
 from megatron.core.transformer.dot_product_attention import DotProductAttention
@@ -416,7 +424,7 @@ TE_LINEAR = """
 import os
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"])
 torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=0, world_size=1)
-from mindspeed import megatron_adaptor
+import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 from megatron.core import parallel_state
 from megatron.core.transformer.transformer_config import TransformerConfig
 from mindspeed.te_layers import TELayerNormColumnParallelLinear

@@ -62,11 +62,13 @@ def start(mode: str, output: Path, *options: str, script: str = __file__, **vari
     PATH and HOME only, plus ``variables``; the simulated NPU on PYTHONPATH, and the
     checkout before it for ``sitecustomize``. stderr is piped for the caller to report.
     """
-    simulated = str(ROOT / "npu_shim" / "testing" / "simulated")
-    pythonpath = [str(ROOT), simulated] if mode == "sitecustomize" else [simulated]
     kept = ("PATH", "HOME", MINDSPEED_LINE_VARIABLE)  # the line the MindSpeed stand-in simulates (noxfile)
     env = {name: os.environ[name] for name in kept if name in os.environ}
-    env.update(PYTHONPATH=os.pathsep.join(pythonpath), **variables)
+    # the simulated NPU, and MegatronAdaptor's stand-in on the lines that import it (simulated_npu_env)
+    env = testing_kit().simulated_npu_env(env)
+    if mode == "sitecustomize":
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]])
+    env.update(variables)
     return subprocess.Popen(
         [sys.executable, script, mode, str(output), *options],
         env=env,
@@ -115,7 +117,7 @@ def fresh_mindspeed() -> list[dict[str, Any]]:
 
     Used directly rather than through npu_shim.testing: npu_shim is not on sys.path in every mode.
     """
-    from mindspeed import megatron_adaptor
+    import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 
     megatron_adaptor.simulate_fresh_process()
     megatron_adaptor.calls.clear()
@@ -155,7 +157,7 @@ def build_engine(
     checkpoint_config = CheckpointConfig()
 
     if colocated:
-        from mindspeed import megatron_adaptor
+        import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 
         calls = megatron_adaptor.calls
         calls.clear()

@@ -27,7 +27,14 @@ MODES = ("none", "sitecustomize")  # the single-rank matrix covers every activat
 WORLD_SIZE = 2
 UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_model and backend: megatron"
 NO_RING = {"intra_window": None, "inter_window_kv": None, "inter_window_dkv": None}
-HAS_BATCH_INVARIANT = os.environ.get("NPU_SHIM_SIM_MINDSPEED", "core_r0.16.0") == "core_r0.16.0"  # as test_matrix
+LINE = os.environ.get("NPU_SHIM_SIM_MINDSPEED", "core_r0.16.0")  # as test_matrix
+HAS_BATCH_INVARIANT = LINE == "core_r0.16.0"
+# core_r0.18.0 leaves context parallelism to Megatron and TransformerEngineNPU: no ring state, no class swap
+MINDSPEEDS_RING = LINE != "core_r0.18.0"
+MEGATRON_ATTENTION = (
+    "megatron.core.transformer.dot_product_attention.DotProductAttention / "
+    "megatron.core.transformer.dot_product_attention.DotProductAttention.forward"
+)
 CP_CLASS = "mindspeed.core.context_parallel.adaptor.MindSpeedCPDotProductAttention"
 CP_ATTENTION = f"{CP_CLASS} / mindspeed.core.context_parallel.dot_product_attention.CPDotProductAttentionImpl.forward"
 CP_BATCH_INVARIANT = f"{CP_CLASS} / mindspeed.features_manager.dot_product_attention_forward_batch_invariant"
@@ -68,6 +75,8 @@ def expected(mode: str, engine: str, rank: int) -> dict[str, Any]:
         return {"ring_state": NO_RING, "repatched": [True], "attention": attention}
     if shim and attention == CP_BATCH_INVARIANT:
         return {"error": REFUSED}  # before MindSpeed is asked
+    if not MINDSPEEDS_RING:
+        return {"ring_state": NO_RING, "repatched": [False], "attention": MEGATRON_ATTENTION}
     return {"ring_state": ring(rank), "repatched": [False], "attention": attention}
 
 

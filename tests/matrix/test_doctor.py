@@ -237,3 +237,21 @@ def test_names_what_each_mindspeed_line_offers(line: str, found: tuple[bool, boo
     ) == found
     assert len(mindspeed["meaning"]) == (1 if line.startswith("2.1.0") else 2), mindspeed["meaning"]
     assert _verdicts(report)["mindspeed_line_repatch"] == mend
+
+
+@pytest.mark.skipif(VERL != "0.9.1", reason="once, on the release verl's Ascend images run with core_r0.18.0")
+@pytest.mark.parametrize("installed", [True, False])
+def test_on_core_r0_18_a_missing_megatron_adaptor_is_a_problem_the_doctor_names(installed: bool) -> None:
+    """Without MegatronAdaptor ``import mindspeed`` fails there; verl's guarded import leaves ``repatch = None`` and
+    every MindSpeed patch is off, silently: the doctor must say so, never ``ok`` nor "MindSpeed absent"."""
+    env = simulated_npu_env(_clean_env(NPU_SHIM_SIM_MINDSPEED="core_r0.18.0"), megatron_adaptor=installed)
+    report = _doctor(env)
+    if installed:
+        assert (report["_returncode"], report["status"]) == (0, "ok"), report
+        assert report["mindspeed_import_error"] is None
+        assert report["mindspeed"]["repatch_importable"] is True
+        return
+    assert (report["_returncode"], report["status"]) == (1, "problem"), report
+    assert report["mindspeed_import_error"]["missing"] == "megatron_adaptor"
+    assert report["mindspeed"]["repatch_importable"] is False
+    assert not any("absent" in meaning for meaning in report["mindspeed"]["meaning"])

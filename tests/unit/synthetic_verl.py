@@ -288,6 +288,14 @@ def repatch(config):
 """,
 }
 
+# MindSpeed core_r0.17.0/core_r0.18.0: `mindspeed/__init__.py` is `import megatron_adaptor`, MegatronAdaptor's
+# top-level module (a package of its own, installed before TransformerEngineNPU and MindSpeed). Written over
+# RECORDING_MINDSPEED with write_files; MEGATRON_ADAPTOR is that package.
+MINDSPEED_NEEDING_ADAPTOR = {
+    "mindspeed/__init__.py": '"""STAND-IN MindSpeed core_r0.18.0: needs MegatronAdaptor."""\nimport megatron_adaptor\n',
+}
+MEGATRON_ADAPTOR = {"megatron_adaptor/__init__.py": '"""STAND-IN MegatronAdaptor."""\n'}
+
 
 def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Path:
     """Write a synthetic verl (and megatron, and a recording MindSpeed) under ``root``; return ``root``."""
@@ -357,6 +365,11 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
             "class MindspeedEngineWithLMHead(MegatronEngineWithLMHead):" + lm_body
         )
     files["verl/workers/engine/mindspeed/transformer_impl.py"] = head + body
+    return _write(root, files)
+
+
+def write_files(root: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (relative path: text) under ``root``, over what is there; return ``root``."""
     return _write(root, files)
 
 

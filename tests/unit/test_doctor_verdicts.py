@@ -12,7 +12,9 @@ import sys
 import time
 import types
 
+import pytest
 from helpers import ROOT, clean_env, run_doctor, run_in_session
+from synthetic_verl import MEGATRON_ADAPTOR, MINDSPEED_NEEDING_ADAPTOR, write_files
 
 from npu_shim.doctor.render import render
 
@@ -58,10 +60,134 @@ def test_a_repatch_verl_did_not_bind_is_not_called_unimportable(site, synthetic,
     )
     report, _ = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert (report["mindspeed"]["repatch_importable"], report["mindspeed_installed"]) == (False, True)
+    # the probe's own import works, with a repatch: no problem of MindSpeed's, and not called a line without it
+    assert (report["mindspeed_import_error"], report["mindspeed_adaptor_has_repatch"]) == (None, True)
+    assert report["mindspeed"]["meaning"][0].startswith("no repatch bound by verl, though")
     text = render(report)
     assert "not importable" not in text
     assert "not bound by verl: its MindSpeed engine module holds no repatch" in text
-    assert "though MindSpeed is installed" in text
+    assert "though MindSpeed is installed and mindspeed.megatron_adaptor.repatch imports here" in text
+
+
+# What the doctor says, as before, where verl bound no repatch and nothing of MindSpeed failed to import.
+NO_REPATCH = (
+    "no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): verl's engine config never "
+    "reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's own command-line flags"
+)
+# The `mindspeed` section's keys, as before: what was found about verl's binding is in keys of its own.
+MINDSPEED_KEYS = {"repatch_importable", "simulated", "batch_invariant_attention", "context_parallel_wrapper", "meaning"}
+ADAPTOR_MISSING = {
+    "module": "mindspeed.megatron_adaptor",
+    "error": "ModuleNotFoundError: No module named 'megatron_adaptor'",
+    "missing": "megatron_adaptor",
+}
+
+
+@pytest.mark.parametrize(
+    ("layout", "device"),
+    [("0.7.1", "npu"), ("0.7.1", "cuda"), ("0.6", "npu"), ("0.9", "npu")],  # 0.6: an unguarded import
+)
+def test_a_mindspeed_without_megatron_adaptor_is_a_problem_not_absent(site, synthetic, tmp_path, layout, device):
+    """MindSpeed core_r0.18.0 without MegatronAdaptor: `import mindspeed` fails, verl's guard hides it, and every
+    MindSpeed patch is off; on any device, and not called an absent MindSpeed."""
+    tree = write_files(synthetic(layout), MINDSPEED_NEEDING_ADAPTOR)
+    (tree / "verl" / "utils" / "device.py").write_text(f"def get_device_name():\n    return {device!r}\n")
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    mindspeed = report["mindspeed"]
+    assert report["mindspeed_import_error"] == ADAPTOR_MISSING
+    assert (mindspeed["repatch_importable"], report["mindspeed_installed"]) == (False, True)
+    assert (report["megatron_adaptor_installed"], report["transformer_engine_installed"]) == (False, False)
+    assert report["mindspeed_adaptor_has_repatch"] is None
+    assert set(mindspeed) == MINDSPEED_KEYS
+    assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
+    assert mindspeed["meaning"] == [
+        "MegatronAdaptor (module megatron_adaptor) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 imports "
+        "it at `import mindspeed`, so verl runs with repatch = None, every MindSpeed patch off; "
+        "TransformerEngineNPU (module transformer_engine) is not installed either; fix: install MegatronAdaptor, "
+        "then TransformerEngineNPU, then MindSpeed"
+    ]
+    text = render(report)
+    assert (
+        "not bound by verl: MindSpeed is installed, but `import mindspeed.megatron_adaptor` fails: "
+        "ModuleNotFoundError: No module named 'megatron_adaptor'"
+    ) in text
+    assert (
+        "problem (exit 1): MindSpeed is installed but `import mindspeed.megatron_adaptor` fails, so verl runs "
+        "every MindSpeed patch off"
+    ) in text
+    assert "absent" not in text and "MindSpeed is not installed" not in text and "not judged" not in text
+
+
+def test_a_mindspeed_with_its_megatron_adaptor_is_ok(site, synthetic, tmp_path):
+    tree = write_files(synthetic("0.7.1"), {**MINDSPEED_NEEDING_ADAPTOR, **MEGATRON_ADAPTOR})
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert report["mindspeed"]["repatch_importable"] is True
+    # verl bound it: the probe imports nothing of MindSpeed's itself
+    assert (report["mindspeed_import_error"], report["mindspeed_adaptor_has_repatch"]) == (None, None)
+    assert (report["megatron_adaptor_installed"], report["transformer_engine_installed"]) == (True, False)
+    assert (status, report["status"]) == (0, "ok")
+    assert "bound by verl's MindSpeed engine module" in render(report)
+
+
+@pytest.mark.parametrize(
+    ("first_line", "missing", "error", "meaning"),
+    [
+        (
+            "import transformer_engine",
+            "transformer_engine",
+            "ModuleNotFoundError: No module named 'transformer_engine'",
+            "TransformerEngineNPU (module transformer_engine) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
+            "imports it at `import mindspeed.megatron_adaptor`, so verl runs with repatch = None, every MindSpeed "
+            "patch off; fix: install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed",
+        ),
+        (
+            "from megatron.core import no_such_name",  # a MindSpeed for another megatron-core
+            None,
+            "ImportError: cannot import name 'no_such_name' from 'megatron.core'",
+            "MindSpeed is installed but `import mindspeed.megatron_adaptor` failed: {error}: verl runs with "
+            "repatch = None, every MindSpeed patch off",
+        ),
+    ],
+)
+def test_a_mindspeed_adaptor_that_fails_to_import_is_a_problem_named_by_its_error(
+    site, synthetic, tmp_path, first_line, missing, error, meaning
+):
+    tree = write_files(synthetic("0.7.1"), {**MINDSPEED_NEEDING_ADAPTOR, **MEGATRON_ADAPTOR})
+    adaptor = tree / "mindspeed" / "megatron_adaptor.py"
+    adaptor.write_text(f"{first_line}\n{adaptor.read_text()}")
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    failure = report["mindspeed_import_error"]
+    assert (failure["module"], failure["missing"]) == ("mindspeed.megatron_adaptor", missing)
+    assert failure["error"].startswith(error), failure  # ImportError's message ends with megatron.core's path
+    assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
+    assert report["mindspeed"]["meaning"] == [meaning.format(error=failure["error"])]
+    text = render(report)
+    assert f"`import mindspeed.megatron_adaptor` fails: {failure['error']}" in text
+    assert "absent" not in text and "MindSpeed is not installed" not in text
+
+
+def test_no_mindspeed_at_all_is_as_before(site, synthetic, tmp_path):
+    """Nothing of MindSpeed installed: no import tried, no problem, the wording of before."""
+    report, status = run_doctor(
+        [site, synthetic("0.7.1", with_mindspeed=False)], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim"
+    )
+    assert (report["mindspeed_installed"], report["mindspeed"]["repatch_importable"]) == (False, False)
+    assert (report["mindspeed_import_error"], report["mindspeed_adaptor_has_repatch"]) == (None, None)
+    assert report["megatron_adaptor_installed"] is False
+    assert report["mindspeed"]["meaning"] == [NO_REPATCH]
+    assert (status, report["status"]) == (0, "ok")
+    assert "not bound by verl: MindSpeed is not installed here" in render(report)
+
+
+def test_a_line_without_repatch_is_as_before(site, synthetic, tmp_path):
+    """2.1.0_core_r0.12.1: mindspeed.megatron_adaptor imports, with no repatch; no problem, the wording of before."""
+    tree = write_files(synthetic("0.7.1"), {"mindspeed/megatron_adaptor.py": "LINE = '2.1.0_core_r0.12.1'\n"})
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert report["mindspeed"]["repatch_importable"] is False
+    assert (report["mindspeed_import_error"], report["mindspeed_adaptor_has_repatch"]) == (None, False)
+    assert report["mindspeed"]["meaning"] == [NO_REPATCH]
+    assert (status, report["status"]) == (0, "ok")
+    assert "mindspeed.megatron_adaptor imports, without a repatch (a line without it)" in render(report)
 
 
 def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):

@@ -10,3 +10,10 @@ state. It models nothing else of MindSpeed.
 """
 
 SIMULATED = True
+
+from mindspeed import lines  # noqa: E402
+
+if lines.current().megatron_adaptor_package:
+    # core_r0.17.0 and core_r0.18.0: mindspeed/__init__.py is this import, for its side effects; without
+    # MegatronAdaptor installed, `import mindspeed` fails here, as it does there
+    import megatron_adaptor  # noqa: F401

@@ -171,15 +171,18 @@ def quantize_param_shard(*args: Any, **kwargs: Any) -> None:
     warnings.warn("Casting fp32 main params to fp8 model params is not supported (simulated MindSpeed)", stacklevel=2)
 
 
-def register_basic_patches(manager: Any) -> None:
-    """``megatron_basic`` (configuration, RNG) and ``requirements_basic`` (TE present, version 2.2.0)."""
+def register_basic_patches(manager: Any, line: Any) -> None:
+    """``megatron_basic`` (configuration, RNG) and ``requirements_basic`` (TE present, version 2.2.0).
+
+    On the lines with MegatronAdaptor, ``torch.compile`` is already eager (MA's, for the whole process)."""
     manager.register_patch(
         "megatron.core.transformer.transformer_config.TransformerConfig.__init__", transformer_config_init_wrapper
     )
     manager.register_patch("megatron.core.tensor_parallel.random._set_cuda_rng_state", set_device_rng_state)
     manager.register_patch("megatron.core.utils.get_te_version", te_version)
-    manager.register_patch("torch.compile", eager_compile)
-    manager.register_patch("torch.jit.script", eager_compile)
+    if not line.megatron_adaptor_package:
+        manager.register_patch("torch.compile", eager_compile)
+        manager.register_patch("torch.jit.script", eager_compile)
     # megatron_basic on both lines: no FP8 on an NPU, so the distributed optimizer's fp32 -> fp8 shard cast
     # warns instead of raising (megatron-core 0.12.1 raises once it sees a TE version it has no cast for)
     manager.register_patch("megatron.core.fp8_utils.quantize_param_shard", quantize_param_shard)
@@ -187,10 +190,29 @@ def register_basic_patches(manager: Any) -> None:
         # megatron-core 0.12: its TE module imports transformer_engine unguarded (so does mbridge, through it)
         install_transformer_engine_dummy()
         return  # the TE names go straight into the specs too (register_transformer_engine_patches)
-    from megatron.core.extensions.transformer_engine_spec_provider import TESpecProvider
-
-    manager.register_patch(f"{SPECS}.TESpecProvider", TESpecProvider, create_dummy=True)
+    manager.register_patch(f"{SPECS}.TESpecProvider", spec_provider(), create_dummy=True)
     manager.register_patch(f"{SPECS}.TENorm", TENorm, create_dummy=True)
+
+
+_SPEC_PROVIDER: Any = None
+
+
+def spec_provider() -> Any:
+    """Megatron's ``TESpecProvider`` for its GPT specs, which bind ``None`` where Transformer Engine did not import
+    (megatron-core 0.18; 0.16 binds the class either way).
+
+    A subclass of its own, never Megatron's class itself: removing a patch rebinds every module that holds the
+    replacement back to the original, as MindSpeed's ``remove_patch`` does (any module whose attribute of that
+    name *is* the patch), so with Megatron's own class as the replacement, the first ``repatch`` would also set
+    ``transformer_engine_spec_provider.TESpecProvider``, the class's home, to the specs' ``None``. On the real
+    lines Transformer Engine imports (MindSpeed's or TransformerEngineNPU's) and the name is never ``None``.
+    """
+    global _SPEC_PROVIDER
+    if _SPEC_PROVIDER is None:
+        from megatron.core.extensions.transformer_engine_spec_provider import TESpecProvider
+
+        _SPEC_PROVIDER = type("TESpecProvider", (TESpecProvider,), {"__module__": __name__})
+    return _SPEC_PROVIDER
 
 
 # What MindSpeed's requirements_basic (te_adaptation) creates as dummies, each a torch.nn.Module: enough for
@@ -233,11 +255,12 @@ def install_transformer_engine_dummy() -> None:
     sys.modules["transformer_engine"].__version__ = TE_VERSION
 
 
-def install_apex_dummy() -> None:
+def install_apex_dummy(megatron_adaptor: bool = False) -> None:
     """``apex.optimizers.FusedAdam`` is MindSpeed's AdamW, as MindSpeed's ``requirements_basic`` makes it (its
     ``create_dummy`` patches, before Megatron is imported): Megatron then builds its optimizers as with Apex.
 
-    Only on lines that do it (``lines.Line.fused_adam``) and where no Apex is installed. ``FusedSGD`` is torch's
+    Only on lines that do it (``lines.Line.fused_adam``), or for the MegatronAdaptor stand-in (``core_r0.17.0``,
+    ``core_r0.18.0``, where MA does it), and where no Apex is installed. ``FusedSGD`` is torch's
     SGD there too; Apex's fused kernels (``amp_C``, ``multi_tensor_applier``) are not modelled, so Megatron keeps
     its local implementations of those.
     """
@@ -248,7 +271,7 @@ def install_apex_dummy() -> None:
 
     from mindspeed import lines
 
-    if not lines.current().fused_adam or "apex" in sys.modules or find_spec("apex") is not None:
+    if not (lines.current().fused_adam or megatron_adaptor) or "apex" in sys.modules or find_spec("apex") is not None:
         return
     from mindspeed.core.optimizer.adamw import AdamW
 

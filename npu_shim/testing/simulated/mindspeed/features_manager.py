@@ -164,7 +164,7 @@ class ComputeBasicFeature(Feature):
     def register_patches(self, manager: type[MindSpeedPatchesManager], args: Namespace) -> None:
         from mindspeed import compute
 
-        compute.register_basic_patches(manager)
+        compute.register_basic_patches(manager, lines.current())
         compute.register_transformer_engine_patches(
             manager, lines.current(), int(getattr(args, "context_parallel_size", 1))
         )

@@ -19,7 +19,10 @@ source (Ascend/MindSpeed, branch heads named in the README), never copied from i
 - ``fused_adam``: the always-on ``requirements_basic`` makes ``apex.optimizers.FusedAdam`` MindSpeed's own
   AdamW (compute mode, :mod:`mindspeed.core.optimizer.adamw`); ``adam_step_on_device``: that AdamW keeps its
   step as a tensor on the device (the ``*_core_r0.12.1`` lines) rather than an int. ``core_r0.17.0`` and
-  ``core_r0.18.0`` moved ``requirements_basic`` into the separate MegatronAdaptor package, not read: not modelled;
+  ``core_r0.18.0`` moved that into the separate MegatronAdaptor package (its stand-in does it, with an int step);
+- ``megatron_adaptor_package``: ``mindspeed/__init__.py`` is ``import megatron_adaptor`` (``core_r0.17.0``,
+  ``core_r0.18.0``): without MegatronAdaptor ``import mindspeed`` fails, and MA, not MindSpeed, has already
+  made ``torch.compile`` eager and sent CUDA calls to the NPU (the kit's stand-in, ``megatron_adaptor``);
 - ``megatron_te_attention``: at CP 1 Transformer Engine's attention is Megatron's own ``DotProductAttention``
   (the ``*_core_r0.12.1`` lines' ``transformer_engine_basic``), whose ``forward`` ``use_flash_attn`` replaces;
   elsewhere MindSpeed's own TE attention class;
@@ -51,6 +54,7 @@ class Line:
     adam_step_on_device: bool = False
     megatron_te_attention: bool = False
     te_linear_drops_bias: bool = False
+    megatron_adaptor_package: bool = False
 
 
 LINES = {
@@ -68,7 +72,7 @@ LINES = {
         "core_r0.16.0", repatch=True, batch_invariant=True, ring_context_parallel=True, cp_attention_class=True
     ),
     # core_r0.17.0 and core_r0.18.0: `import mindspeed` imports the separate MegatronAdaptor package
-    # (`import megatron_adaptor` in mindspeed/__init__.py); modelled as installed, as their README requires.
+    # (`import megatron_adaptor` in mindspeed/__init__.py); the kit installs its stand-in for these lines.
     "core_r0.17.0": Line(
         "core_r0.17.0",
         repatch=True,
@@ -76,6 +80,7 @@ LINES = {
         ring_context_parallel=True,
         cp_attention_class=False,
         fused_adam=False,
+        megatron_adaptor_package=True,
     ),
     "core_r0.18.0": Line(
         "core_r0.18.0",
@@ -84,6 +89,7 @@ LINES = {
         ring_context_parallel=False,
         cp_attention_class=False,
         fused_adam=False,
+        megatron_adaptor_package=True,
     ),
     "master": Line("master", repatch=True, batch_invariant=False, ring_context_parallel=True, cp_attention_class=True),
     # no repatch: ring CP only from MindSpeed's own command line, which nothing under verl gives it

@@ -19,7 +19,8 @@ every feature now on, for the simulated line (:mod:`mindspeed.lines`):
 
 In compute mode (the stand-in torch_npu's ``NPU_SHIM_SIM_COMPUTE=1``), importing it first imports
 ``torch_npu.contrib.transfer_to_npu``, as MindSpeed's own ``megatron_adaptor`` does on
-``2.3.0_core_r0.12.1`` and ``core_r0.16.0`` (CUDA calls then go to the NPU), and the basic features
+``2.3.0_core_r0.12.1`` and ``core_r0.16.0`` (CUDA calls then go to the NPU; on ``core_r0.17.0`` and
+``core_r0.18.0`` the MegatronAdaptor stand-in did that when ``mindspeed`` imported it), and the basic features
 that let Megatron's models build there are applied too (:mod:`mindspeed.compute`), apex's ``FusedAdam``
 (MindSpeed's AdamW) among them.
 
@@ -31,6 +32,7 @@ as a JSON line.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -42,7 +44,7 @@ from mindspeed.core.context_parallel.model_parallel_utils import forget_ring_sta
 from mindspeed.features_manager import MindSpeedFeaturesManager, forget_generated_mask
 from mindspeed.patch_utils import MindSpeedPatchesManager
 
-if compute.compute_mode():
+if compute.compute_mode() and not lines.current().megatron_adaptor_package:  # there MegatronAdaptor's (imported)
     from torch_npu.contrib import transfer_to_npu  # noqa: F401
 
     compute.install_apex_dummy()  # before anything imports Megatron's optimizers, as MindSpeed's create_dummy
@@ -82,6 +84,8 @@ def simulate_fresh_process(line: str | None = None) -> None:
     MindSpeedPatchesManager.forget()
     if line is not None:
         lines.select(line)
+        # its CP wrappers exist only on the lines that have them, as decided when it is imported
+        importlib.reload(sys.modules["mindspeed.core.context_parallel.model_parallel_utils"])
     forget_mindspeed_args()
     forget_ring_state()
     forget_generated_mask()

@@ -30,7 +30,11 @@ class AdamW(torch.optim.Optimizer):
         adam_w_mode: bool = True,
         *,
         maximize: bool = False,
+        capturable: bool = False,
     ) -> None:
+        # megatron-core 0.18 passes apex's `capturable` (its optimizer_cuda_graph, off under verl)
+        if capturable:
+            raise NotImplementedError("simulated MindSpeed AdamW: capturable (CUDA-graph) steps are not modelled")
         if lr < 0 or eps < 0 or weight_decay < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"AdamW: invalid lr={lr}, eps={eps}, weight_decay={weight_decay} or betas={betas}")
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay, "amsgrad": amsgrad}
