@@ -43,10 +43,7 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
     if module is None:
         return Outcome(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
     if getattr(module, "repatch", None) is None:
-        why = (
-            "verl bound no MindSpeed repatch (MindSpeed absent or failing to import, or a line without it such as "
-            "2.1.0_core_r0.12.1; the doctor says which): no engine config reaches MindSpeed"
-        )
+        why = "verl bound no MindSpeed repatch (the doctor's mindspeed lines say why): no engine config reaches it"
         return Outcome(NAME, NOT_APPLICABLE, why)
     judged = REPATCH.judge(module)
     if judged.missing:
