@@ -367,16 +367,19 @@ def test_default_mode_is_unchanged(variable):
 
 SPEC_PROVIDER = """
 import importlib.metadata
-import megatron.core.extensions.transformer_engine_spec_provider as provider
 import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 from megatron.core.models.gpt import gpt_layer_specs
 
-megatron_class = provider.TESpecProvider
+try:
+    import megatron.core.extensions.transformer_engine_spec_provider as provider
+except ModuleNotFoundError:  # megatron-core 0.12: no provider; its specs bind the TE layers themselves
+    provider = None
+megatron_class = getattr(provider, "TESpecProvider", None)
 report["megatron"] = importlib.metadata.version("megatron-core")
-report["specs_bound_at_import"] = None if gpt_layer_specs.TESpecProvider is None else "a class"
+report["specs_bound_at_import"] = None if getattr(gpt_layer_specs, "TESpecProvider", None) is None else "a class"
 for step in range(2):  # verl's engines: one repatch each, in one process
     megatron_adaptor.repatch({"use_flash_attn": True})
-report["home_keeps_megatrons_class"] = provider.TESpecProvider is megatron_class
+report["home_keeps_megatrons_class"] = getattr(provider, "TESpecProvider", None) is megatron_class
 try:
     spec = gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
     report["te_spec"] = type(spec).__name__
