@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,31 @@ def port_race(output: str) -> bool:
 
 
 PORT_ATTEMPTS = 3  # a new port each time; three races in a row would be a real problem
+
+
+def run_ranks(code: str, env_of_rank: Callable[[int, str], Mapping[str, str]], world_size: int = 2) -> list[Any]:
+    """``code`` in ``world_size`` interpreters at once, one per rank (``env_of_rank(rank, port)``, which gives each
+    RANK and MASTER_PORT), each printing a JSON report last: the reports, by rank. A port race is retried."""
+    from npu_shim.testing import free_port
+
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = str(free_port())
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                env=dict(env_of_rank(rank, port)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rank in range(world_size)
+        ]
+        outputs = [child.communicate(timeout=300) for child in children]
+        failed = [stderr for child, (_, stderr) in zip(children, outputs, strict=True) if child.returncode != 0]
+        if not (failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed))):
+            break
+    assert not failed, "\n".join(stderr[-3000:] for stderr in failed)
+    return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs]
 
 
 def run_in_session(

@@ -19,7 +19,8 @@ fail, npu_shim importable there or not) or a fix without which a critic fails
 found code it does not recognise, or when verl is installed there and
 ``import verl`` fails, or (on any device) when a MindSpeed is installed there but
 ``import mindspeed.megatron_adaptor`` fails (verl then runs every MindSpeed patch
-off: ``mindspeed_import_error``); 2 when the probe gave no report (it crashed, no Ray
+off: ``mindspeed_import_error``), or when MegatronAdaptor and MindSpeed are installed but TransformerEngineNPU
+does not import (``transformer_engine_import_error``); 2 when the probe gave no report (it crashed, no Ray
 cluster answered, or npu_shim is not importable there and the critic's engine
 is not known to fail); else 0, including when verl is not installed and when no
 NPU is seen there (``"not judged"``: the critic's engine lookup is only judged
@@ -76,6 +77,10 @@ where verl looks up NPU engines).
 - ``megatron_adaptor_installed``, ``transformer_engine_installed`` (bool): whether the top-level modules of
   MegatronAdaptor (``megatron_adaptor``) and TransformerEngineNPU (``transformer_engine``), which MindSpeed
   core_r0.17.0 and core_r0.18.0 need (installed in that order, then MindSpeed), are found there (not imported)
+- ``transformer_engine_import_error``: ``{"module", "error", "missing"}|None``, as ``mindspeed_import_error``: where
+  MegatronAdaptor and MindSpeed are installed (the three-layer stack, which needs all three), how the probe's own
+  ``import transformer_engine`` failed (``missing`` ``"transformer_engine"``: TransformerEngineNPU is not installed).
+  Megatron's import of it is guarded, so without it no verl Megatron model builds. Not None: ``"problem"``
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
 - ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)

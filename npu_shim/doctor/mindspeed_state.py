@@ -28,8 +28,13 @@ MEGATRON_ADAPTOR = "megatron_adaptor"  # MegatronAdaptor; their `mindspeed/__ini
 TRANSFORMER_ENGINE = "transformer_engine"  # TransformerEngineNPU
 INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed"
 PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
-# The report's keys for why verl bound no repatch, before anything was tried (or where nothing could be).
-NOT_TRIED = {"mindspeed_import_error": None, "mindspeed_adaptor_has_repatch": None}
+# The report's keys for why verl bound no repatch, before anything was tried (or where nothing could be), and for
+# TransformerEngineNPU beside MegatronAdaptor (tried only where both MA and MindSpeed are installed).
+NOT_TRIED = {
+    "mindspeed_import_error": None,
+    "mindspeed_adaptor_has_repatch": None,
+    "transformer_engine_import_error": None,
+}
 
 
 def _found(name: str) -> bool:
@@ -64,14 +69,23 @@ def empty() -> dict[str, Any]:
     }
 
 
-def _import_adaptor() -> tuple[ModuleType | None, dict[str, Any] | None]:
-    """``mindspeed.megatron_adaptor`` imported here as verl imports it, or how that failed (verl tried it already)."""
+def _import(module: str) -> tuple[ModuleType | None, dict[str, Any] | None]:
+    """``module`` imported here, or how that failed (what a guarded import, verl's or Megatron's, hid)."""
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
-            return importlib.import_module(ADAPTOR), None
-    except Exception as error:  # what verl's `except ImportError` hid
+            return importlib.import_module(module), None
+    except Exception as error:
         missing = error.name if isinstance(error, ModuleNotFoundError) else None
-        return None, {"module": ADAPTOR, "error": f"{type(error).__name__}: {error}", "missing": missing}
+        return None, {"module": module, "error": f"{type(error).__name__}: {error}", "missing": missing}
+
+
+def _transformer_engine_failure() -> dict[str, Any] | None:
+    """Where MegatronAdaptor and MindSpeed are installed (the three-layer lines, core_r0.17.0 and core_r0.18.0, which
+    need all three), whether TransformerEngineNPU imports. Megatron's own import of it is guarded: without it Megatron
+    runs with no Transformer Engine, and verl's TE-spec models and MindSpeed 0.18's norms fail only when built."""
+    if not (installed() and _found(MEGATRON_ADAPTOR)):
+        return None
+    return _import(TRANSFORMER_ENGINE)[1]
 
 
 def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
@@ -101,9 +115,11 @@ def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
             result["context_parallel_wrapper"] = False
     unbound = dict(NOT_TRIED)
     if repatch is None and installed():  # why verl bound none: its guarded import hid the error
-        imported, unbound["mindspeed_import_error"] = _import_adaptor()
+        imported, unbound["mindspeed_import_error"] = _import(ADAPTOR)
         if imported is not None:
             unbound["mindspeed_adaptor_has_repatch"] = getattr(imported, "repatch", None) is not None
+    if unbound["mindspeed_import_error"] is None:
+        unbound["transformer_engine_import_error"] = _transformer_engine_failure()
     in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
     result["meaning"] = _mindspeed_meaning(result, unbound, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
     return {"mindspeed": result, **unbound}
@@ -116,6 +132,8 @@ def _mindspeed_meaning(mindspeed: dict[str, Any], unbound: dict[str, Any], *, sh
     """
     if unbound["mindspeed_import_error"]:
         return [_import_failure(unbound["mindspeed_import_error"])]
+    if unbound["transformer_engine_import_error"]:
+        return [_transformer_engine_meaning(unbound["transformer_engine_import_error"])]
     if unbound["mindspeed_adaptor_has_repatch"]:
         return [
             f"no repatch bound by verl, though {ADAPTOR}.repatch imports here: verl's engine config never "
@@ -178,3 +196,19 @@ def _import_failure(failure: dict[str, Any]) -> str:
             f"imports it at `import {failure['module']}`, so {PATCHES_OFF}; fix: {INSTALL_ORDER}"
         )
     return f"MindSpeed is installed but `import {failure['module']}` failed: {failure['error']}: {PATCHES_OFF}"
+
+
+def _transformer_engine_meaning(failure: dict[str, Any]) -> str:
+    """Why MegatronAdaptor's stack without a working TransformerEngineNPU cannot train verl's Megatron models."""
+    consequence = (
+        "Megatron runs without Transformer Engine, so verl's Megatron models (Transformer Engine layer specs) and "
+        "MindSpeed core_r0.18.0's norms fail to build"
+    )
+    if failure["missing"] == TRANSFORMER_ENGINE:
+        return (
+            "TransformerEngineNPU (module transformer_engine) is not installed beside MegatronAdaptor and MindSpeed: "
+            f"{consequence}; fix: {INSTALL_ORDER}"
+        )
+    return (
+        f"TransformerEngineNPU is installed but `import {failure['module']}` failed: {failure['error']}: {consequence}"
+    )

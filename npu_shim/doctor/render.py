@@ -129,9 +129,16 @@ def render(report: dict[str, Any]) -> str:
         lines.append(("error", report["error"]))
     status = f"{report['status']} (exit {report['exit_code']})"
     failure = report.get("mindspeed_import_error")
+    engine_failure = report.get("transformer_engine_import_error")
     if report["status"] == "problem" and failure:
         status += (
             f": MindSpeed is installed but `import {failure['module']}` fails, so verl runs every MindSpeed patch off"
+        )
+    elif report["status"] == "problem" and engine_failure:
+        status += (
+            f": MegatronAdaptor is installed but `import {engine_failure['module']}` fails "
+            f"({engine_failure['error']}), so Megatron has no Transformer Engine and verl's Megatron models do "
+            "not build"
         )
     elif report["status"] == "not judged":
         status += (

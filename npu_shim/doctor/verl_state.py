@@ -400,6 +400,9 @@ def _judge(report: dict[str, Any]) -> None:
     if report["mindspeed_import_error"] is not None:  # installed, unimportable: verl's MindSpeed patches all off
         report.update(status=PROBLEM, exit_code=1)
         return
+    if report.get("transformer_engine_import_error") is not None:  # MA's stack without TENPU: no model builds
+        report.update(status=PROBLEM, exit_code=1)
+        return
     if report["engine_device"] != "npu":  # a build machine: say so, rather than "ok" for what was not seen
         report["status"] = NOT_JUDGED
         return

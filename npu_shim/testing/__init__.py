@@ -60,6 +60,9 @@ SIMULATED_DIR = str(Path(__file__).parent / "simulated")
 # ``import mindspeed``: on the path only for those lines, so that leaving it out shows what a missing MA does.
 MEGATRON_ADAPTOR_DIR = str(Path(__file__).parent / "simulated_megatron_adaptor")
 MEGATRON_ADAPTOR_LINES = ("core_r0.17.0", "core_r0.18.0")
+# The TransformerEngineNPU stand-in (``transformer_engine``, with its package metadata), installed beside MA on those
+# lines, as the images install both: with it Megatron's own TE classes wrap TENPU's layers.
+TRANSFORMER_ENGINE_NPU_DIR = str(Path(__file__).parent / "simulated_transformer_engine_npu")
 REPATCH_LOG_VARIABLE = "NPU_SHIM_SIM_REPATCH_LOG"
 MINDSPEED_LINE_VARIABLE = "NPU_SHIM_SIM_MINDSPEED"  # which MindSpeed line the stand-in behaves as
 COMPUTE_VARIABLE = "NPU_SHIM_SIM_COMPUTE"  # "1": npu tensors compute on the CPU (read when torch_npu is imported)
@@ -78,6 +81,7 @@ __all__ = [
     "MEGATRON_ADAPTOR_DIR",
     "MEGATRON_ADAPTOR_LINES",
     "SIMULATED_DIR",
+    "TRANSFORMER_ENGINE_NPU_DIR",
     "free_port",
     "fresh_mindspeed",
     "mindspeed_line",
@@ -106,8 +110,10 @@ def simulate_npu(compute: bool = False) -> None:
     if SIMULATED_DIR not in sys.path:
         sys.path.insert(0, SIMULATED_DIR)
     line = os.environ.get(MINDSPEED_LINE_VARIABLE, "").strip()
-    if line in MEGATRON_ADAPTOR_LINES and MEGATRON_ADAPTOR_DIR not in sys.path:
-        sys.path.insert(sys.path.index(SIMULATED_DIR) + 1, MEGATRON_ADAPTOR_DIR)
+    if line in MEGATRON_ADAPTOR_LINES:
+        for position, directory in enumerate((MEGATRON_ADAPTOR_DIR, TRANSFORMER_ENGINE_NPU_DIR), 1):
+            if directory not in sys.path:
+                sys.path.insert(sys.path.index(SIMULATED_DIR) + position, directory)
     import torch_npu
 
     if not getattr(torch_npu, "SIMULATED", False):
@@ -125,6 +131,8 @@ def simulated_npu_env(
     mindspeed_line: str | None = None,
     compute: bool = False,
     megatron_adaptor: bool = True,
+    *,
+    transformer_engine_npu: bool = True,
 ) -> dict:
     """A copy of ``env`` (default ``os.environ``) in which Python processes see the simulated NPU.
 
@@ -132,18 +140,21 @@ def simulated_npu_env(
     that line; without it, as ``env`` says, else as ``core_r0.16.0``. ``compute=True`` puts them in
     compute mode (npu tensors compute on the CPU); without it, as ``env`` says. On the lines that
     import MegatronAdaptor (:data:`MEGATRON_ADAPTOR_LINES`) its stand-in is installed too, unless
-    ``megatron_adaptor=False``: then ``import mindspeed`` fails there, as without the real MA.
+    ``megatron_adaptor=False``: then ``import mindspeed`` fails there, as without the real MA; and the
+    TransformerEngineNPU stand-in, unless ``transformer_engine_npu=False``: then Megatron has no Transformer Engine.
     """
     result = dict(os.environ if env is None else env)
-    ours = (SIMULATED_DIR, MEGATRON_ADAPTOR_DIR)
+    ours = (SIMULATED_DIR, MEGATRON_ADAPTOR_DIR, TRANSFORMER_ENGINE_NPU_DIR)
     entries = [entry for entry in result.get("PYTHONPATH", "").split(os.pathsep) if entry and entry not in ours]
     if mindspeed_line is not None:
         if mindspeed_line not in MINDSPEED_LINES:
             raise ValueError(f"mindspeed_line={mindspeed_line!r}: the stand-in simulates {', '.join(MINDSPEED_LINES)}")
         result[MINDSPEED_LINE_VARIABLE] = mindspeed_line
     line = result.get(MINDSPEED_LINE_VARIABLE, "").strip()
-    adaptor = [MEGATRON_ADAPTOR_DIR] if megatron_adaptor and line in MEGATRON_ADAPTOR_LINES else []
-    result["PYTHONPATH"] = os.pathsep.join([*entries, SIMULATED_DIR, *adaptor])
+    three_layers = line in MEGATRON_ADAPTOR_LINES
+    adaptor = [MEGATRON_ADAPTOR_DIR] if megatron_adaptor and three_layers else []
+    engine = [TRANSFORMER_ENGINE_NPU_DIR] if transformer_engine_npu and three_layers else []
+    result["PYTHONPATH"] = os.pathsep.join([*entries, SIMULATED_DIR, *adaptor, *engine])
     if repatch_log is not None:
         result[REPATCH_LOG_VARIABLE] = os.fspath(repatch_log)
     if compute:

@@ -329,3 +329,42 @@ def test_2_1_0_has_no_repatch(line, megatron):
     with pytest.raises(ImportError, match="cannot import name 'repatch'"):
         from mindspeed.megatron_adaptor import repatch  # noqa: F401 - verl's own guarded import
     assert not hasattr(megatron_adaptor, "repatch")
+
+
+def test_repatch_applies_pre_patches_first_and_force_patch_replaces_a_replacement(megatron, monkeypatch):
+    """Every line read (``2.3.0_core_r0.12.1``, ``core_r0.16.0``, ``core_r0.18.0``): ``repatch`` registers and applies
+    the features' pre-patches, then their patches; ``register_patch(..., force_patch=True)`` takes the place of a
+    replacement registered before (MindSpeed 0.18's norm and configuration patches use it), where a second plain
+    replacement raises."""
+    from mindspeed import features_manager
+
+    target = "megatron.core.parallel_state.get_context_parallel_world_size"
+    original = megatron.parallel_state.get_context_parallel_world_size
+    seen = {}
+
+    def pre_replacement() -> int:
+        return 1
+
+    def replacement() -> int:
+        return 1
+
+    class Probe(features_manager.Feature):
+        def is_need_apply(self, args):
+            return getattr(args, "probe_force", None) is not None
+
+        def pre_register_patches(self, manager, args):
+            manager.register_patch(target, pre_replacement)
+
+        def register_patches(self, manager, args):
+            seen["pre-patch applied first"] = megatron.parallel_state.get_context_parallel_world_size is pre_replacement
+            manager.register_patch(target, replacement, force_patch=args.probe_force)
+
+    listed = features_manager.features
+    monkeypatch.setattr(features_manager, "features", lambda: [*listed(), Probe()])
+    megatron.repatch({"probe_force": True})
+    assert seen == {"pre-patch applied first": True}
+    assert megatron.parallel_state.get_context_parallel_world_size is replacement
+    with pytest.raises(RuntimeError, match=r"^the patch of get_context_parallel_world_size exist !$"):
+        megatron.repatch({"probe_force": False})
+    megatron.repatch({"probe_force": None})  # the feature off: its patches removed, none applied
+    assert megatron.parallel_state.get_context_parallel_world_size is original

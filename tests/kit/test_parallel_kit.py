@@ -7,15 +7,12 @@ the assertions are made here. References are computed in the child without the k
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from importlib.metadata import version
 from typing import Any
 
 import pytest
-from helpers import PORT_ATTEMPTS, clean_env, port_race, run_python
+from helpers import clean_env, run_python, run_ranks
 
 from npu_shim.testing import free_port, simulated_npu_env
 
@@ -256,9 +253,13 @@ def test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_coun
     assert report["dropout_replayed"] is True, "the same state, the same mask"
 
 
-# -- MindSpeed's FusedAdam adaptation, per line -------------------------------------------------------------------
+# -- the FusedAdam Megatron builds, per line: MindSpeed's, MegatronAdaptor's or TransformerEngineNPU's ---------------
 
-ADAM = """
+MINDSPEED_ADAM = "mindspeed.core.optimizer.adamw.AdamW"
+TENPU_ADAM = "transformer_engine.pytorch.optimizers.fused_adam.FusedAdam"
+ADAM = (
+    f"MINDSPEED_ADAM, TENPU_ADAM = {MINDSPEED_ADAM!r}, {TENPU_ADAM!r}\n"
+    + """
 import os
 try:  # as verl's engine package imports it, before Megatron (guarded, as verl's)
     import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402
@@ -271,7 +272,7 @@ report["line"] = os.environ["NPU_SHIM_SIM_MINDSPEED"]
 report["adam"] = f"{optimizer.Adam.__module__}.{optimizer.Adam.__qualname__}"
 # Megatron's branch without TE or Apex (both megatron-cores): torch's AdamW as Adam, HAVE_APEX_OR_TE False
 report["torch_branch"] = [optimizer.Adam is torch.optim.AdamW, not distributed.HAVE_APEX_OR_TE]
-if report["adam"] == "mindspeed.core.optimizer.adamw.AdamW":
+if report["adam"] in (MINDSPEED_ADAM, TENPU_ADAM):
     torch.manual_seed(0)
     start = [torch.randn(5, 3), torch.randn(7)]
     grads = [[torch.randn_like(p) for p in start] for _ in range(3)]
@@ -290,31 +291,48 @@ if report["adam"] == "mindspeed.core.optimizer.adamw.AdamW":
     report["step"] = [isinstance(group_step, torch.Tensor), str(getattr(group_step, "device", "")), int(group_step),
                       sorted(mindspeed_adam.state[ours[0]])]
 """
+)
 
 
-# Each line beside the Megatron it patches: 2.3.0 beside 0.12.1; core_r0.16.0 and the newest, core_r0.18.0, beside 0.16.
-LINES_BESIDE_THIS_MEGATRON = ["2.3.0_core_r0.12.1"] if MEGATRON_0_12 else ["core_r0.16.0", "core_r0.18.0"]
+# Each line beside the Megatron it patches: the newest line of each Megatron.
+LINE_BESIDE_THIS_MEGATRON = {"0.12": "2.3.0_core_r0.12.1", "0.16": "core_r0.16.0", "0.18": "core_r0.18.0"}[
+    ".".join(version("megatron-core").split(".")[:2])
+]
+# core_r0.18.0's three layers, as installed: (MegatronAdaptor, TransformerEngineNPU)
+STACKS = [(True, True), (True, False), (False, True)] if LINE_BESIDE_THIS_MEGATRON == "core_r0.18.0" else [(True, True)]
 
 
-@pytest.mark.parametrize("line", LINES_BESIDE_THIS_MEGATRON)
-@pytest.mark.parametrize("megatron_adaptor", [True, False])
-def test_mindspeeds_fused_adam_is_apexs_on_the_lines_that_make_it(line, megatron_adaptor):
-    """On core_r0.18.0 MegatronAdaptor gives Megatron apex's FusedAdam (MindSpeed 0.18 no longer does): without MA
-    ``import mindspeed`` fails there, and Megatron takes its torch branch."""
-    if not megatron_adaptor and line != "core_r0.18.0":
-        pytest.skip("MegatronAdaptor is a package of its own only on core_r0.17.0 and core_r0.18.0")
-    report = run_child(ADAM, mindspeed_line=line, megatron_adaptor=megatron_adaptor)
+@pytest.mark.parametrize(("megatron_adaptor", "transformer_engine_npu"), STACKS, ids=str)
+def test_the_fused_adam_megatron_builds_is_the_lines_and_computes_adamw(megatron_adaptor, transformer_engine_npu):
+    """Megatron imports Transformer Engine's FusedAdam before apex's. ``2.3.0_core_r0.12.1`` and ``core_r0.16.0``:
+    MindSpeed makes apex's its AdamW (no TE). ``core_r0.18.0``: TransformerEngineNPU's, as MindSpeed 0.18's own
+    swap optimizer notes; without TENPU, MegatronAdaptor's apex one (MindSpeed's AdamW); without MA ``import
+    mindspeed`` fails there, and Megatron takes its torch branch."""
+    line = LINE_BESIDE_THIS_MEGATRON
+    report = run_child(
+        ADAM, mindspeed_line=line, megatron_adaptor=megatron_adaptor, transformer_engine_npu=transformer_engine_npu
+    )
     assert report["line"] == line
     if not megatron_adaptor:
-        assert report["adam"] == "torch.optim.adamw.AdamW" and report["torch_branch"] == [True, True]
-        return
-    assert report["adam"] == "mindspeed.core.optimizer.adamw.AdamW"
-    assert report["torch_branch"] == [False, False], "Megatron takes its Apex branch (the distributed optimizer too)"
+        assert report["adam"] == TENPU_ADAM, "TENPU alone is still Transformer Engine to Megatron"
+    elif line == "core_r0.18.0" and transformer_engine_npu:
+        assert report["adam"] == TENPU_ADAM
+    else:
+        assert report["adam"] == MINDSPEED_ADAM
+    assert report["torch_branch"] == [False, False], "Megatron takes its TE/Apex branch (the distributed optimizer too)"
     assert report["state_before_a_step"] == [0, False], "no step anywhere before the first"
     assert report["update_gap"] <= TOLERANCE, "the same update as torch's AdamW"
     tensor, device, count, state = report["step"]
     assert count == 3 and state == ["exp_avg", "exp_avg_sq"], "the step is counted per group, not per parameter"
     assert (tensor, device) == ((True, "npu:0") if line == "2.3.0_core_r0.12.1" else (False, ""))
+
+
+def test_without_megatron_adaptor_or_tenpu_megatron_takes_its_torch_branch():
+    """Neither MindSpeed's apex (MA's on core_r0.18.0) nor TE: torch's AdamW, as Megatron does on a CPU."""
+    if LINE_BESIDE_THIS_MEGATRON != "core_r0.18.0":
+        pytest.skip("MegatronAdaptor and TransformerEngineNPU are packages of their own only beside Megatron 0.18")
+    report = run_child(ADAM, mindspeed_line="core_r0.18.0", megatron_adaptor=False, transformer_engine_npu=False)
+    assert report["adam"] == "torch.optim.adamw.AdamW" and report["torch_branch"] == [True, True]
 
 
 # -- ring attention on two ranks ----------------------------------------------------------------------------------
@@ -379,26 +397,12 @@ else:
 
 def ring_ranks(order: str) -> list[dict[str, Any]]:
     code = textwrap.dedent(PRELUDE) + textwrap.dedent(RING) + "\nprint(json.dumps(report))\n"
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        port = str(free_port())
-        children = [
-            subprocess.Popen(
-                [sys.executable, "-c", code],
-                env=simulated_npu_env(
-                    clean_env(RANK=str(rank), ORDER=order, MASTER_ADDR="127.0.0.1", MASTER_PORT=port), compute=True
-                ),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for rank in range(2)
-        ]
-        outputs = [child.communicate(timeout=300) for child in children]
-        failed = [stderr for child, (_, stderr) in zip(children, outputs, strict=True) if child.returncode != 0]
-        if not (failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed))):
-            break
-    assert not failed, "\n".join(stderr[-3000:] for stderr in failed)
-    return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs]
+    return run_ranks(
+        code,
+        lambda rank, port: simulated_npu_env(
+            clean_env(RANK=str(rank), ORDER=order, MASTER_ADDR="127.0.0.1", MASTER_PORT=port), compute=True
+        ),
+    )
 
 
 def test_mindspeeds_ring_attention_on_two_ranks_equals_causal_attention_over_the_whole_sequence():

@@ -240,18 +240,35 @@ def test_names_what_each_mindspeed_line_offers(line: str, found: tuple[bool, boo
 
 
 @pytest.mark.skipif(VERL != "0.9.1", reason="once, on the release verl's Ascend images run with core_r0.18.0")
-@pytest.mark.parametrize("installed", [True, False])
-def test_on_core_r0_18_a_missing_megatron_adaptor_is_a_problem_the_doctor_names(installed: bool) -> None:
+@pytest.mark.parametrize(
+    ("megatron_adaptor", "transformer_engine_npu"),
+    [(True, True), (False, True), (True, False)],
+    ids=["all", "no-ma", "no-tenpu"],
+)
+def test_on_core_r0_18_a_missing_megatron_adaptor_or_tenpu_is_a_problem_the_doctor_names(
+    megatron_adaptor: bool, transformer_engine_npu: bool
+) -> None:
     """Without MegatronAdaptor ``import mindspeed`` fails there; verl's guarded import leaves ``repatch = None`` and
-    every MindSpeed patch is off, silently: the doctor must say so, never ``ok`` nor "MindSpeed absent"."""
-    env = simulated_npu_env(_clean_env(NPU_SHIM_SIM_MINDSPEED="core_r0.18.0"), megatron_adaptor=installed)
+    every MindSpeed patch is off, silently. Without TransformerEngineNPU Megatron's guarded import leaves it without
+    Transformer Engine, and no verl Megatron model builds. The doctor must say which, never ``ok`` nor "absent"."""
+    env = simulated_npu_env(
+        _clean_env(NPU_SHIM_SIM_MINDSPEED="core_r0.18.0"),
+        megatron_adaptor=megatron_adaptor,
+        transformer_engine_npu=transformer_engine_npu,
+    )
     report = _doctor(env)
-    if installed:
+    assert report["transformer_engine_installed"] is transformer_engine_npu
+    if megatron_adaptor and transformer_engine_npu:
         assert (report["_returncode"], report["status"]) == (0, "ok"), report
-        assert report["mindspeed_import_error"] is None
+        assert report["mindspeed_import_error"] is report["transformer_engine_import_error"] is None
         assert report["mindspeed"]["repatch_importable"] is True
         return
     assert (report["_returncode"], report["status"]) == (1, "problem"), report
-    assert report["mindspeed_import_error"]["missing"] == "megatron_adaptor"
-    assert report["mindspeed"]["repatch_importable"] is False
+    if not megatron_adaptor:
+        assert report["mindspeed_import_error"]["missing"] == "megatron_adaptor"
+        assert report["mindspeed"]["repatch_importable"] is False
+    else:
+        assert report["mindspeed_import_error"] is None
+        assert report["transformer_engine_import_error"]["missing"] == "transformer_engine"
+        assert report["mindspeed"]["repatch_importable"] is True
     assert not any("absent" in meaning for meaning in report["mindspeed"]["meaning"])

@@ -288,6 +288,24 @@ def test_at_a_parallel_size_of_two_each_role_trains_as_on_one_rank(parallel, rep
     assert grad_norms == pytest.approx(expected_norms, rel=GRAD_NORM_RELATIVE)
 
 
+MEGATRONS_TE_ATTENTION = (
+    "megatron.core.extensions.transformer_engine.TEDotProductAttention / "
+    "megatron.core.extensions.transformer_engine.TEDotProductAttention.forward "
+    "over transformer_engine.pytorch.attention.DotProductAttention"
+)
+
+
+@pytest.mark.skipif(MEGATRON != "0.18", reason="the three-layer line (MindSpeed core_r0.18.0) pairs with Megatron 0.18")
+def test_on_core_r0_18_every_layout_runs_megatrons_te_attention_over_transformer_engine_npu(parallel, reports):
+    """No MindSpeed class stands between: Megatron's own TE classes wrap TransformerEngineNPU's (the kit's stand-in),
+    whose ring does context parallelism at CP 2."""
+    for role in train_probe.ROLES:
+        assert reports["shim"]["layouts"]["one rank"][role]["core_attention"] == MEGATRONS_TE_ATTENTION, role
+        for report in parallel["shim"]:
+            for layout in PARALLEL_LAYOUTS:
+                assert report["layouts"][layout][role]["core_attention"] == MEGATRONS_TE_ATTENTION, (layout, role)
+
+
 @pytest.mark.skipif(not RING_ERROR, reason="where verl as it ships repatches after the mesh and runs a forward")
 def test_at_cp2_without_the_shim_the_actor_dies_at_its_first_forward(parallel):
     """verl 0.6.x/0.7.x's LM engine repatches at the end of __init__: MindSpeed's ring is never built, and its

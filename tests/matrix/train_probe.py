@@ -372,13 +372,16 @@ def value_head(parameters: dict[str, Any]) -> Any:
 
 
 def core_attention(engine: Any) -> str | None:
-    """The attention the model's layers run: its class, and the function its forward is."""
+    """The attention the model's layers run: its class, the function its forward is, and the Transformer Engine
+    class underneath where the class is Megatron's wrapper of one (``... over transformer_engine...``)."""
     for module in engine.module[0].modules():
         if type(module).__name__.endswith("DotProductAttention") or hasattr(module, "softmax_scale"):
             forward = type(module).forward
             function = getattr(forward, "__wrapped__", forward)
             cls = type(module)
-            return f"{cls.__module__}.{cls.__qualname__} / {function.__module__}.{function.__qualname__}"
+            found = f"{cls.__module__}.{cls.__qualname__} / {function.__module__}.{function.__qualname__}"
+            engines = [base for base in cls.__mro__ if base.__module__.startswith("transformer_engine.")]
+            return found + "".join(f" over {base.__module__}.{base.__qualname__}" for base in engines[:1])
     return None
 
 

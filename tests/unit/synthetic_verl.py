@@ -295,6 +295,7 @@ MINDSPEED_NEEDING_ADAPTOR = {
     "mindspeed/__init__.py": '"""STAND-IN MindSpeed core_r0.18.0: needs MegatronAdaptor."""\nimport megatron_adaptor\n',
 }
 MEGATRON_ADAPTOR = {"megatron_adaptor/__init__.py": '"""STAND-IN MegatronAdaptor."""\n'}
+TRANSFORMER_ENGINE_NPU = {"transformer_engine/__init__.py": '"""STAND-IN TransformerEngineNPU."""\n'}
 
 
 def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Path:

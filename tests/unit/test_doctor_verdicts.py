@@ -14,7 +14,7 @@ import types
 
 import pytest
 from helpers import ROOT, clean_env, run_doctor, run_in_session
-from synthetic_verl import MEGATRON_ADAPTOR, MINDSPEED_NEEDING_ADAPTOR, write_files
+from synthetic_verl import MEGATRON_ADAPTOR, MINDSPEED_NEEDING_ADAPTOR, TRANSFORMER_ENGINE_NPU, write_files
 
 from npu_shim.doctor.render import render
 
@@ -118,15 +118,62 @@ def test_a_mindspeed_without_megatron_adaptor_is_a_problem_not_absent(site, synt
     assert "absent" not in text and "MindSpeed is not installed" not in text and "not judged" not in text
 
 
-def test_a_mindspeed_with_its_megatron_adaptor_is_ok(site, synthetic, tmp_path):
-    tree = write_files(synthetic("0.7.1"), {**MINDSPEED_NEEDING_ADAPTOR, **MEGATRON_ADAPTOR})
+def test_a_mindspeed_with_its_megatron_adaptor_and_transformer_engine_npu_is_ok(site, synthetic, tmp_path):
+    tree = write_files(synthetic("0.7.1"), {**MINDSPEED_NEEDING_ADAPTOR, **MEGATRON_ADAPTOR, **TRANSFORMER_ENGINE_NPU})
     report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
     assert report["mindspeed"]["repatch_importable"] is True
     # verl bound it: the probe imports nothing of MindSpeed's itself
     assert (report["mindspeed_import_error"], report["mindspeed_adaptor_has_repatch"]) == (None, None)
-    assert (report["megatron_adaptor_installed"], report["transformer_engine_installed"]) == (True, False)
+    assert (report["megatron_adaptor_installed"], report["transformer_engine_installed"]) == (True, True)
+    assert report["transformer_engine_import_error"] is None
     assert (status, report["status"]) == (0, "ok")
     assert "bound by verl's MindSpeed engine module" in render(report)
+
+
+@pytest.mark.parametrize(
+    ("engine", "missing", "meaning"),
+    [
+        (
+            {},
+            "transformer_engine",
+            "TransformerEngineNPU (module transformer_engine) is not installed beside MegatronAdaptor and MindSpeed: "
+            "Megatron runs without Transformer Engine, so verl's Megatron models (Transformer Engine layer specs) and "
+            "MindSpeed core_r0.18.0's norms fail to build; fix: install MegatronAdaptor, then TransformerEngineNPU, "
+            "then MindSpeed",
+        ),
+        (
+            {"transformer_engine/__init__.py": "import torch_npu_for_transformer_engine\n"},
+            "torch_npu_for_transformer_engine",
+            "TransformerEngineNPU is installed but `import transformer_engine` failed: ModuleNotFoundError: No module "
+            "named 'torch_npu_for_transformer_engine': Megatron runs without Transformer Engine, so verl's Megatron "
+            "models (Transformer Engine layer specs) and MindSpeed core_r0.18.0's norms fail to build",
+        ),
+    ],
+    ids=["missing", "broken"],
+)
+def test_megatron_adaptor_without_a_working_transformer_engine_npu_is_a_problem_named(
+    site, synthetic, tmp_path, engine, missing, meaning
+):
+    """MindSpeed imports and verl binds repatch, but Megatron's guarded TE import leaves it without Transformer Engine:
+    nothing verl builds on Megatron would run, which the doctor must say instead of ``ok``."""
+    tree = write_files(synthetic("0.7.1"), {**MINDSPEED_NEEDING_ADAPTOR, **MEGATRON_ADAPTOR, **engine})
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert report["mindspeed"]["repatch_importable"] is True
+    assert report["mindspeed_import_error"] is None
+    failure = report["transformer_engine_import_error"]
+    assert (failure["module"], failure["missing"]) == ("transformer_engine", missing)
+    assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
+    assert report["mindspeed"]["meaning"] == [meaning]
+    assert "MegatronAdaptor is installed but `import transformer_engine` fails" in render(report)
+
+
+def test_transformer_engine_is_not_asked_for_without_megatron_adaptor(site, synthetic, tmp_path):
+    """A MindSpeed line before MegatronAdaptor (core_r0.16.0 and older) runs without Transformer Engine: no problem."""
+    tree = write_files(synthetic("0.7.1"), {})
+    report, status = run_doctor([site, tree], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim")
+    assert (report["megatron_adaptor_installed"], report["transformer_engine_installed"]) == (False, False)
+    assert report["transformer_engine_import_error"] is None
+    assert (status, report["status"]) == (0, "ok")
 
 
 @pytest.mark.parametrize(

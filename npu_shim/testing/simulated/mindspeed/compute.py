@@ -174,15 +174,21 @@ def quantize_param_shard(*args: Any, **kwargs: Any) -> None:
 def register_basic_patches(manager: Any, line: Any) -> None:
     """``megatron_basic`` (configuration, RNG) and ``requirements_basic`` (TE present, version 2.2.0).
 
-    On the lines with MegatronAdaptor, ``torch.compile`` is already eager (MA's, for the whole process)."""
+    On the lines with MegatronAdaptor and TransformerEngineNPU (``core_r0.17.0``, ``core_r0.18.0``) those moved out
+    of MindSpeed: ``torch.compile`` and the RNG state setter are MegatronAdaptor's (for the whole process), the TE
+    version and layers TENPU's. MindSpeed 0.18's own always-on ``npu-enhancement`` keeps the configuration wrapper
+    and puts its ``PTNorm`` (TENPU's norms) in every Megatron norm slot (:func:`register_npu_enhancement_patches`).
+    """
     manager.register_patch(
         "megatron.core.transformer.transformer_config.TransformerConfig.__init__", transformer_config_init_wrapper
     )
+    if line.megatron_adaptor_package:
+        register_npu_enhancement_patches(manager)
+        return
     manager.register_patch("megatron.core.tensor_parallel.random._set_cuda_rng_state", set_device_rng_state)
     manager.register_patch("megatron.core.utils.get_te_version", te_version)
-    if not line.megatron_adaptor_package:
-        manager.register_patch("torch.compile", eager_compile)
-        manager.register_patch("torch.jit.script", eager_compile)
+    manager.register_patch("torch.compile", eager_compile)
+    manager.register_patch("torch.jit.script", eager_compile)
     # megatron_basic on both lines: no FP8 on an NPU, so the distributed optimizer's fp32 -> fp8 shard cast
     # warns instead of raising (megatron-core 0.12.1 raises once it sees a TE version it has no cast for)
     manager.register_patch("megatron.core.fp8_utils.quantize_param_shard", quantize_param_shard)
@@ -192,6 +198,41 @@ def register_basic_patches(manager: Any, line: Any) -> None:
         return  # the TE names go straight into the specs too (register_transformer_engine_patches)
     manager.register_patch(f"{SPECS}.TESpecProvider", spec_provider(), create_dummy=True)
     manager.register_patch(f"{SPECS}.TENorm", TENorm, create_dummy=True)
+
+
+# Where MindSpeed 0.18's npu-enhancement puts PTNorm (``_register_norm_patches``), each with force_patch
+PTNORM_TARGETS = (
+    f"{SPECS}.LNImpl",
+    "megatron.core.transformer.torch_norm.WrappedTorchNorm",
+    "megatron.core.transformer.transformer_block.LayerNormImpl",
+    f"{TE}.TENorm",
+)
+
+
+class PTNorm:
+    """MindSpeed 0.18's ``PTNorm`` (``core/megatron_basic/megatron_basic.py``): TransformerEngineNPU's ``LayerNorm``
+    or ``RMSNorm``, built as Megatron's ``TENorm`` builds TE's (without its fused residual). Without TENPU it fails
+    to import, as MindSpeed's does."""
+
+    def __new__(cls, config: Any, hidden_size: int, eps: float = 1e-5, **kwargs: Any) -> torch.nn.Module:
+        from megatron.core.extensions.transformer_engine import _get_extra_te_kwargs
+        from transformer_engine.pytorch import LayerNorm, RMSNorm
+
+        if config.normalization not in ("LayerNorm", "RMSNorm"):
+            raise ValueError("Only LayerNorm and RMSNorm are curently supported")  # MindSpeed's words
+        norm = LayerNorm if config.normalization == "LayerNorm" else RMSNorm
+        return norm(
+            normalized_shape=hidden_size,
+            eps=eps,
+            sequence_parallel=config.sequence_parallel,
+            zero_centered_gamma=config.layernorm_zero_centered_gamma,
+            **_get_extra_te_kwargs(config),
+        )
+
+
+def register_npu_enhancement_patches(manager: Any) -> None:
+    for target in PTNORM_TARGETS:
+        manager.register_patch(target, PTNorm, force_patch=True)
 
 
 _SPEC_PROVIDER: Any = None
@@ -310,13 +351,10 @@ def register_transformer_engine_patches(manager: Any, line: Any, context_paralle
         "TEColumnParallelLinear": ColumnParallelLinear,
         "TERowParallelLinear": RowParallelLinear,
     }
-    if context_parallel_size > 1:
-        if line.cp_attention_class:
-            from mindspeed.core.context_parallel.adaptor import MindSpeedCPDotProductAttention
+    if context_parallel_size > 1 and line.cp_attention_class:
+        from mindspeed.core.context_parallel.adaptor import MindSpeedCPDotProductAttention
 
-            layers["TEDotProductAttention"] = MindSpeedCPDotProductAttention
-        else:  # core_r0.17.0/0.18.0 swap no class: TE's own (TransformerEngineNPU's), modelled as MindSpeed's
-            layers["TEDotProductAttention"] = te_layers.TEDotProductAttention
+        layers["TEDotProductAttention"] = MindSpeedCPDotProductAttention
     elif line.megatron_te_attention:  # lines not read here take core_r0.16.0's mapping
         from megatron.core.transformer.dot_product_attention import DotProductAttention
 

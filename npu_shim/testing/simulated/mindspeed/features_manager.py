@@ -141,6 +141,10 @@ class Feature:
     def is_need_apply(self, args: Namespace) -> bool:
         return False
 
+    def pre_register_patches(self, manager: type[MindSpeedPatchesManager], args: Namespace) -> None:
+        """Patches applied before the others at import and at each ``repatch`` (every line read has this pass; none
+        of the modelled features uses it: the optimizer, checkpoint and MoE features that do are not modelled)."""
+
     def register_patches(self, manager: type[MindSpeedPatchesManager], args: Namespace) -> None:
         pass
 
@@ -164,10 +168,10 @@ class ComputeBasicFeature(Feature):
     def register_patches(self, manager: type[MindSpeedPatchesManager], args: Namespace) -> None:
         from mindspeed import compute
 
-        compute.register_basic_patches(manager, lines.current())
-        compute.register_transformer_engine_patches(
-            manager, lines.current(), int(getattr(args, "context_parallel_size", 1))
-        )
+        line = lines.current()
+        compute.register_basic_patches(manager, line)
+        if not line.megatron_adaptor_package:  # there TransformerEngineNPU's layers, under Megatron's own TE classes
+            compute.register_transformer_engine_patches(manager, line, int(getattr(args, "context_parallel_size", 1)))
 
 
 class ContextParallelFeature(Feature):
@@ -177,12 +181,15 @@ class ContextParallelFeature(Feature):
     ``megatron_cp_algo``, ``2.3.0_core_r0.12.1``, ``core_r0.16.0`` and master put MindSpeed's CP class in place
     of both ``DotProductAttention`` and ``TEDotProductAttention`` (the class verl's TE-spec models build) and
     wrap ``initialize_model_parallel``; ``core_r0.17.0`` only wraps (its class swap needs an adaptive CP
-    algorithm); ``core_r0.18.0`` does neither.
+    algorithm); ``core_r0.18.0`` does neither: context parallelism is TransformerEngineNPU's, and MindSpeed only
+    wraps ``TEDotProductAttention.__init__`` when ``cp_window_size != 1`` or ``use_cp_send_recv_overlap`` asks
+    for TENPU's double ring or overlap (:func:`te_dot_product_attention_init_wrapper`).
     """
 
     def register_args(self, parser: ArgumentParser) -> None:
         parser.add_argument("--context-parallel-algo", default="megatron_cp_algo")
         parser.add_argument("--cp-window-size", type=int, default=1)
+        parser.add_argument("--use-cp-send-recv-overlap", action="store_true", default=False)
         parser.add_argument("--attention-mask-type", default="causal", choices=["causal", "general"])
 
     def is_need_apply(self, args: Namespace) -> bool:
@@ -208,6 +215,29 @@ class ContextParallelFeature(Feature):
 
             manager.register_patch(f"{PARALLEL_STATE}.initialize_model_parallel", initialize_model_parallel_cp_wrapper)
             manager.register_patch(f"{PARALLEL_STATE}.destroy_model_parallel", destroy_model_parallel_cp_wrapper)
+        tenpu_options = int(getattr(args, "cp_window_size", 1)) != 1 or getattr(args, "use_cp_send_recv_overlap", False)
+        if line.megatron_adaptor_package and tenpu_options:
+            manager.register_patch(f"{TE_ATTENTION_CLASS}.__init__", te_dot_product_attention_init_wrapper)
+
+
+def te_dot_product_attention_init_wrapper(init: Any) -> Any:
+    """MindSpeed 0.18's (``core/context_parallel/tenpu_adaptor.py``): after TENPU's attention is built, put
+    ``cp_window_size`` and ``use_cp_send_recv_overlap`` on it, read from ``megatron.training.get_args()``.
+
+    As there: Megatron-LM's training arguments, which verl never initialises, and which a megatron-core installed
+    from PyPI does not have (``megatron.training`` is Megatron-LM's): under verl this fails when the model is built.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        from megatron.training import get_args
+
+        options = get_args()
+        self.cp_window_size = int(getattr(options, "cp_window_size", 1))
+        self.use_cp_send_recv_overlap = bool(getattr(options, "use_cp_send_recv_overlap", False))
+
+    return wrapper
 
 
 class FusionAttentionFeature(Feature):
@@ -295,6 +325,13 @@ class MindSpeedFeaturesManager:
     def register_features_args(parser: ArgumentParser) -> None:
         for feature in features():
             feature.register_args(parser)
+
+    @staticmethod
+    def apply_features_pre_patches(args: Namespace) -> None:
+        for feature in features():
+            if feature.is_need_apply(args):
+                feature.pre_register_patches(MindSpeedPatchesManager, args)
+        MindSpeedPatchesManager.apply_patches()
 
     @staticmethod
     def apply_features_patches(args: Namespace) -> None:

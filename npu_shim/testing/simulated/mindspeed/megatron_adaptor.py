@@ -4,8 +4,8 @@ Importing it applies the features MindSpeed's default arguments turn on (none of
 modelled ones). ``repatch(config)`` removes every patch, sets each key of ``config`` on
 the process-wide argument namespace (``mindspeed.args_utils.get_full_args()``: keys persist
 between calls, unknown keys are stored too, nothing is validated; a mapping is required,
-as ``config.items()`` is what MindSpeed reads), then registers and applies the patches of
-every feature now on, for the simulated line (:mod:`mindspeed.lines`):
+as ``config.items()`` is what MindSpeed reads), then registers and applies the pre-patches, then the
+patches, of every feature now on, for the simulated line (:mod:`mindspeed.lines`):
 
 - ``context_parallel_size > 1`` (lines with ring CP): Megatron's ``DotProductAttention``
   becomes MindSpeed's context-parallel class and ``parallel_state.initialize_model_parallel``
@@ -59,6 +59,7 @@ def repatch(args: dict[str, Any]) -> None:
     full_args = get_full_args()
     for key, value in args.items():
         setattr(full_args, key, value)
+    MindSpeedFeaturesManager.apply_features_pre_patches(full_args)
     MindSpeedFeaturesManager.apply_features_patches(full_args)
 
 
@@ -90,7 +91,7 @@ def simulate_fresh_process(line: str | None = None) -> None:
     forget_ring_state()
     forget_generated_mask()
     _expose_repatch()
-    MindSpeedFeaturesManager.apply_features_patches(get_mindspeed_args())
+    _patch_features()
 
 
 def _expose_repatch() -> None:
@@ -102,6 +103,12 @@ def _expose_repatch() -> None:
         vars(module).pop("repatch", None)
 
 
+def _patch_features() -> None:
+    """At import, as MindSpeed's ``patch_features``: the pre-patches, then the patches, of the default arguments."""
+    MindSpeedFeaturesManager.apply_features_pre_patches(get_mindspeed_args())
+    MindSpeedFeaturesManager.apply_features_patches(get_mindspeed_args())
+
+
 repatch_function = repatch
 _expose_repatch()
-MindSpeedFeaturesManager.apply_features_patches(get_mindspeed_args())
+_patch_features()

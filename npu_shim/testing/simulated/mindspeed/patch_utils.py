@@ -5,7 +5,9 @@ One entry per target lives for the whole process, in the order targets were firs
 A function whose name ends in ``wrapper`` or ``decorator`` wraps whatever is there, and any
 number stack; anything else *replaces* the target, and a second replacement registered for the
 same target before the patches are removed raises ``RuntimeError: the patch of <attribute>
-exist !`` (the same function twice included). The owner of the target is looked up through
+exist !`` (the same function twice included), unless it is registered with
+``force_patch=True``: then it takes the first one's place (every line read has ``force_patch``;
+``core_r0.18.0`` uses it). The owner of the target is looked up through
 the attributes as they are when the entry is first applied, and kept. Applying sets the
 attribute, and also rebinds every module in ``sys.modules`` that holds the object it replaces
 under that name (``from x import f`` copies); removing puts the originals back and forgets
@@ -52,11 +54,11 @@ class Patch:
         self.applied: Any = None
         self.create_dummy = False
 
-    def add(self, function: Callable[..., Any]) -> None:
+    def add(self, function: Callable[..., Any], force_patch: bool = False) -> None:
         if _is_wrapper(function):
             if function not in self.wrappers:
                 self.wrappers.append(function)
-        elif self.replacement is not None:
+        elif self.replacement is not None and not force_patch:
             raise RuntimeError(f"the patch of {self.name} exist !")
         else:
             self.replacement = function
@@ -103,10 +105,12 @@ class MindSpeedPatchesManager:
     patches_info: dict[str, Patch] = {}  # noqa: RUF012 - one process-wide registry, as MindSpeed's
 
     @classmethod
-    def register_patch(cls, target: str, function: Callable[..., Any], create_dummy: bool = False) -> None:
+    def register_patch(
+        cls, target: str, function: Callable[..., Any], force_patch: bool = False, create_dummy: bool = False
+    ) -> None:
         patch = cls.patches_info.setdefault(target, Patch(target))
         patch.create_dummy = patch.create_dummy or create_dummy
-        patch.add(function)
+        patch.add(function, force_patch)
 
     @classmethod
     def apply_patches(cls) -> None:

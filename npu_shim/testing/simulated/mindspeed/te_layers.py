@@ -88,32 +88,8 @@ class TELayerNormColumnParallelLinear(ColumnParallelLinear):
 
 class TEDotProductAttention(DotProductAttention):
     """MindSpeed's own TE attention (``core_r0.16.0``: ``mindspeed/te/pytorch/attention/dot_product_attention``):
-    fusion attention in a class of its own, so patching ``DotProductAttention.forward`` does not reach it.
-
-    At CP > 1 it stands where MindSpeed swaps no class (``core_r0.17.0``, ``core_r0.18.0``), for
-    TransformerEngineNPU's attention with its own context parallelism: ring attention (TE's ``p2p``) over
-    Megatron's context-parallel group, the ring being that group's ranks in order (no MindSpeed ring state is
-    read; on ``core_r0.18.0`` there is none). TENPU's double ring (``cp_window_size > 1``) and send/receive
-    overlap (``use_cp_send_recv_overlap``), for which MindSpeed 0.18 wraps this class's ``__init__``, are not
-    modelled: building with them says so."""
-
-    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
-        context_parallel_size = config.context_parallel_size
-        if context_parallel_size > 1:
-            from mindspeed.args_utils import get_full_args
-
-            args_now = get_full_args()
-            if getattr(args_now, "cp_window_size", 1) != 1 or getattr(args_now, "use_cp_send_recv_overlap", False):
-                raise NotImplementedError(
-                    "simulated TransformerEngineNPU: double-ring context parallelism (cp_window_size != 1) and "
-                    "send/receive overlap (use_cp_send_recv_overlap) are not modelled"
-                )
-        # Megatron's own __init__ refuses CP > 1 ("only supported by TEDotProductAttention"): this is TE's
-        config.context_parallel_size = 1
-        try:
-            super().__init__(config, *args, **kwargs)
-        finally:
-            config.context_parallel_size = context_parallel_size
+    fusion attention in a class of its own, so patching ``DotProductAttention.forward`` does not reach it. At CP > 1
+    MindSpeed's context-parallel class takes its place (``mindspeed.core.context_parallel``)."""
 
     def forward(  # noqa: PLR0917 - Megatron's DotProductAttention.forward signature
         self,
@@ -126,25 +102,6 @@ class TEDotProductAttention(DotProductAttention):
         packed_seq_params: Any = None,
         **kwargs: Any,
     ) -> Any:
-        from megatron.core import parallel_state
-
-        if parallel_state.get_context_parallel_world_size() < 2:
-            return fusion_attention(
-                self, query, key, value, attention_mask, attn_mask_type, attention_bias, packed_seq_params
-            )
-        if attention_bias is not None or packed_seq_params is None or self.attention_dropout.p > 0:
-            raise NotImplementedError(
-                "simulated TransformerEngineNPU ring attention: only packed (thd) inputs, no bias, no dropout"
-            )
-        from mindspeed.core.context_parallel.ring_context_parallel import ringattn_context_parallel
-
-        group = parallel_state.get_context_parallel_group()
-        return ringattn_context_parallel(
-            query,
-            key,
-            value,
-            ring_ranks=list(parallel_state.get_context_parallel_global_ranks()),
-            group=group,
-            packed_seq_params=packed_seq_params,
-            softmax_scale=self.softmax_scale,
+        return fusion_attention(
+            self, query, key, value, attention_mask, attn_mask_type, attention_bias, packed_seq_params
         )

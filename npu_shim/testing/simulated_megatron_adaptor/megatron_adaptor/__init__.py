@@ -10,11 +10,12 @@ it out, to show that failure).
 What MindSpeed's README says MA does: RNG, softmax, device detection and Transformer Engine placeholder modules,
 the basics MindSpeed 0.18 no longer does itself. Modelled here, at import and in compute mode only (as the kit's
 other basics; default mode builds no model): ``torch_npu.contrib.transfer_to_npu`` (CUDA calls go to the NPU),
-``torch.compile``/``torch.jit.script`` made eager, and apex's ``FusedAdam`` (MindSpeed's AdamW, the step an int)
-for Megatron's default optimizer. These are MA's for the whole process: MindSpeed's ``repatch`` does not remove
-them. Megatron's RNG state setter, TE version and TE layers stay with the MindSpeed stand-in's basic features
-(``mindspeed.compute``), as on the other lines; TransformerEngineNPU is modelled there too, at Megatron's level
-(docs/mindspeed-lines.md says what is and is not modelled).
+``torch.compile``/``torch.jit.script`` made eager, apex's ``FusedAdam`` (MindSpeed's AdamW, the step an int)
+and Megatron's device RNG state setter (``tensor_parallel.random._set_cuda_rng_state``: on the NPU's generator, at
+once; Megatron's own queues the call for a CUDA that never initialises). These are MA's for the whole process:
+MindSpeed's ``repatch`` does not remove them. Not modelled: MA's softmax (Megatron's fused softmax serves only its
+local attention; verl's models take TE's) and its TE placeholder modules (the kit installs the TransformerEngineNPU
+stand-in beside it, ``transformer_engine``, as the images do).
 
 :data:`MEGATRON_FIRST` records the Megatron modules imported before this one (an empty tuple where MA came
 first, as MindSpeed's README requires).
@@ -49,6 +50,17 @@ def _adapt() -> None:
     from mindspeed.compute import install_apex_dummy
 
     install_apex_dummy(megatron_adaptor=True)
+    try:
+        from megatron.core.tensor_parallel import random as megatron_random
+    except ImportError:  # no Megatron in this environment: nothing of it to adapt
+        return
+    megatron_random._set_cuda_rng_state = _set_device_rng_state
+
+
+def _set_device_rng_state(new_state: object, device: object = -1, graph_safe: bool = False) -> None:
+    import torch
+
+    torch.npu.set_rng_state(new_state)
 
 
 _adapt()
