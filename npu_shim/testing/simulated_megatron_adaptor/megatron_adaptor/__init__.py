@@ -47,9 +47,12 @@ def _adapt() -> None:
 
     torch.compile = _eager
     torch.jit.script = _eager
-    from mindspeed.compute import install_apex_dummy
-
-    install_apex_dummy(megatron_adaptor=True)
+    try:  # the AdamW is the MindSpeed stand-in's; beside real MindSpeed (tests of its source) apex is left alone
+        from mindspeed.compute import install_apex_dummy
+    except ImportError:
+        pass
+    else:
+        install_apex_dummy(megatron_adaptor=True)
     try:
         from megatron.core.tensor_parallel import random as megatron_random
     except ImportError:  # no Megatron in this environment: nothing of it to adapt
