@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from helpers import clean_env, run_python, run_ranks
+from ring_case import CAUSAL_REFERENCE, VERL_CHUNKS
 
 from npu_shim.testing import free_port, simulated_npu_env
 
@@ -337,13 +338,13 @@ def test_without_megatron_adaptor_or_tenpu_megatron_takes_its_torch_branch():
 
 # -- ring attention on two ranks ----------------------------------------------------------------------------------
 
-RING = """
+RING = (
+    """
 import os
 rank = int(os.environ["RANK"])
 torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=rank, world_size=2)
 import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 from megatron.core import parallel_state
-from megatron.core.packed_seq_params import PackedSeqParams
 from megatron.core.transformer.dot_product_attention import DotProductAttention
 from megatron.core.transformer.enums import AttnMaskType
 from megatron.core.transformer.transformer_config import TransformerConfig
@@ -359,21 +360,10 @@ config = TransformerConfig(num_layers=1, hidden_size=32, num_attention_heads=4, 
 attention = DotProductAttention(config, 1, AttnMaskType.causal, "self")  # what MindSpeed put in its place
 report["class"] = f"{type(attention).__module__}.{type(attention).__qualname__}"
 
-# verl's layout: sequences padded to a multiple of 2 * cp, cut into 2 * cp chunks; rank r holds r and 3 - r
-torch.manual_seed(0)
-N, G, D, cp = 4, 2, 8, 2
-lengths = [8, 12]
-T = sum(lengths)
-q, k, v, dy = torch.randn(T, N, D), torch.randn(T, G, D), torch.randn(T, G, D), torch.randn(T, N, D)
-mine, start = [], 0
-for length in lengths:
-    chunk = length // (2 * cp)
-    mine += list(range(start + chunk * rank, start + chunk * (rank + 1)))
-    mine += list(range(start + length - chunk * (rank + 1), start + length - chunk * rank))
-    start += length
-cu = torch.tensor([0, 8, 20], dtype=torch.int32)
-packed = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=cu,
-                         cu_seqlens_kv_padded=cu, max_seqlen_q=12, max_seqlen_kv=12)
+"""
+    + VERL_CHUNKS
+    + CAUSAL_REFERENCE
+    + """
 leaves = [npu(x[mine]).requires_grad_() for x in (q, k, v)]
 try:
     out = attention(*leaves, None, packed_seq_params=packed)
@@ -381,18 +371,10 @@ try:
 except AssertionError as error:
     report["error"] = str(error)
 else:
-    reference_leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-    rows, start = [], 0
-    for length in lengths:
-        part = [x[start:start + length].transpose(0, 1)[None] for x in reference_leaves]
-        rows.append(F.scaled_dot_product_attention(*part, is_causal=True, scale=D ** -0.5, enable_gqa=True)[0]
-                    .transpose(0, 1))
-        start += length
-    expected = torch.cat(rows)
-    expected.backward(dy)
     report["out"] = [str(out.device), list(out.shape), gap(out, expected[mine])]
     report["grads"] = [gap(leaf.grad, reference.grad[mine]) for leaf, reference in zip(leaves, reference_leaves)]
 """
+)
 
 
 def ring_ranks(order: str) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from helpers import clean_env, run_python, run_ranks
+from ring_case import CAUSAL_REFERENCE, VERL_CHUNKS
 
 from npu_shim.testing import simulated_npu_env
 
@@ -178,13 +179,13 @@ def test_tenpus_linears_at_tp2_compute_the_whole_layer_and_its_gradients(sequenc
 
 # -- TENPU's attention: ring context parallelism at CP 2, as at CP 1 ---------------------------------------------
 
-CONTEXT_PARALLEL = """
+CONTEXT_PARALLEL = (
+    """
 rank = int(os.environ["RANK"])
 torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=rank, world_size=2)
 import mindspeed.megatron_adaptor
 from megatron.core import parallel_state
 from megatron.core.extensions.transformer_engine import TEDotProductAttention
-from megatron.core.packed_seq_params import PackedSeqParams
 from megatron.core.transformer.enums import AttnMaskType
 from megatron.core.transformer.transformer_config import TransformerConfig
 from transformer_engine.pytorch import DotProductAttention
@@ -195,21 +196,9 @@ config = TransformerConfig(num_layers=1, hidden_size=32, num_attention_heads=4, 
 attention = TEDotProductAttention(config, 1, AttnMaskType.causal, "self")
 report["ring"] = attention.cp_global_ranks
 
-# verl's layout: sequences padded to a multiple of 2 * cp, cut into 2 * cp chunks; rank r holds r and 3 - r
-torch.manual_seed(0)
-N, G, D, cp = 4, 2, 8, 2
-lengths = [8, 12]
-T = sum(lengths)
-q, k, v, dy = torch.randn(T, N, D), torch.randn(T, G, D), torch.randn(T, G, D), torch.randn(T, N, D)
-mine, start = [], 0
-for length in lengths:
-    chunk = length // (2 * cp)
-    mine += list(range(start + chunk * rank, start + chunk * (rank + 1)))
-    mine += list(range(start + length - chunk * (rank + 1), start + length - chunk * rank))
-    start += length
-cu = torch.tensor([0, 8, 20], dtype=torch.int32)
-packed = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=cu,
-                         cu_seqlens_kv_padded=cu, max_seqlen_q=12, max_seqlen_kv=12)
+"""
+    + VERL_CHUNKS
+    + """
 leaves = [npu(x[mine]).requires_grad_() for x in (q, k, v)]
 out = attention(*leaves, None, AttnMaskType.causal, packed_seq_params=packed)
 out.backward(npu(dy[mine].reshape(len(mine), -1)))
@@ -220,15 +209,9 @@ whole_leaves = [npu(x).requires_grad_() for x in (q, k, v)]
 whole_out = whole(*whole_leaves, None, cu_seqlens_q=cu, cu_seqlens_kv=cu)
 whole_out.backward(npu(dy.reshape(T, -1)))
 
-reference_leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-rows, start = [], 0
-for length in lengths:
-    part = [x[start:start + length].transpose(0, 1)[None] for x in reference_leaves]
-    rows.append(F.scaled_dot_product_attention(*part, is_causal=True, scale=D ** -0.5, enable_gqa=True)[0]
-                .transpose(0, 1))
-    start += length
-expected = torch.cat(rows)
-expected.backward(dy)
+"""
+    + CAUSAL_REFERENCE
+    + """
 expected = expected.reshape(T, -1)
 report["cp2"] = [str(out.device), list(out.shape), gap(out, expected[mine])]
 report["cp2_grads"] = [gap(leaf.grad, reference.grad[mine]) for leaf, reference in zip(leaves, reference_leaves)]
@@ -236,6 +219,7 @@ report["cp2_vs_cp1"] = gap(out, whole_out.detach().cpu()[mine])
 report["cp1"] = gap(whole_out, expected)
 report["cp1_grads"] = [gap(leaf.grad, reference.grad) for leaf, reference in zip(whole_leaves, reference_leaves)]
 """
+)
 
 
 def test_tenpus_ring_attention_at_cp2_equals_cp1_and_causal_attention_over_the_whole_sequence():

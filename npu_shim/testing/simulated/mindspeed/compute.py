@@ -124,44 +124,28 @@ def fusion_attention(  # noqa: PLR0917 - Megatron's DotProductAttention.forward 
     with ``packed_seq_params`` (packed sequences, ``thd``: each sequence attends within itself). A given
     ``attention_mask`` (``True`` masks out) is applied as it is; without one, a causal mask type is causal.
     """
-    import torch_npu
     from megatron.core.transformer.enums import AttnMaskType
+    from torch_npu._kernels import fusion_attention_in_megatron_layout
 
     if attention_bias is not None:
         raise NotImplementedError("simulated MindSpeed fusion attention: attention_bias is not supported")
     mask_type = attn_mask_type if attn_mask_type is not None else self.attn_mask_type
-    causal = mask_type in (AttnMaskType.causal, AttnMaskType.padding_causal)
-    sparse_mode = 0 if attention_mask is not None or not causal else 2
-    heads = query.shape[-2]
+    starts_q = starts_kv = None
     if packed_seq_params is not None:
         starts_q = getattr(packed_seq_params, "cu_seqlens_q_padded", None)
         starts_kv = getattr(packed_seq_params, "cu_seqlens_kv_padded", None)
         starts_q = packed_seq_params.cu_seqlens_q if starts_q is None else starts_q
         starts_kv = packed_seq_params.cu_seqlens_kv if starts_kv is None else starts_kv
-        output = torch_npu.npu_fusion_attention(
-            query,
-            key,
-            value,
-            heads,
-            "TND",
-            atten_mask=attention_mask,
-            scale=self.softmax_scale,
-            sparse_mode=sparse_mode,
-            actual_seq_qlen=starts_q.tolist()[1:],
-            actual_seq_kvlen=starts_kv.tolist()[1:],
-        )[0]
-        return output.reshape(output.shape[0], -1)
-    length, batch = query.shape[0], query.shape[1]
-    return torch_npu.npu_fusion_attention(
-        query.reshape(length, batch, -1),
-        key.reshape(key.shape[0], batch, -1),
-        value.reshape(value.shape[0], batch, -1),
-        heads,
-        "SBH",
-        atten_mask=attention_mask,
+    return fusion_attention_in_megatron_layout(
+        query,
+        key,
+        value,
         scale=self.softmax_scale,
-        sparse_mode=sparse_mode,
-    )[0]
+        causal=mask_type in (AttnMaskType.causal, AttnMaskType.padding_causal),
+        mask=attention_mask,
+        starts_q=starts_q,
+        starts_kv=starts_kv,
+    )
 
 
 def quantize_param_shard(*args: Any, **kwargs: Any) -> None:

@@ -276,6 +276,51 @@ def npu_fusion_attention(  # noqa: PLR0917 - torch_npu's published signature, po
     return output, softmax_max, softmax_sum, query.new_empty(0), 0, 0, 0
 
 
+def fusion_attention_in_megatron_layout(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *,
+    scale: float,
+    causal: bool,
+    mask: torch.Tensor | None = None,
+    starts_q: torch.Tensor | None = None,
+    starts_kv: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Kit-private: how the kit's MindSpeed and TransformerEngineNPU stand-ins both call :func:`npu_fusion_attention`
+    on Megatron's tensors. ``[s, b, n, d]`` queries (``[s, b, g, d]`` keys and values) as ``SBH``, out
+    ``[s, b, n * d]``; with ``starts_q`` (cumulative sequence starts), packed ``[t, n, d]`` as ``TND``, out
+    ``[t, n * d]``. A given ``mask`` (``True`` masks out) is applied as it is (sparse mode 0); without one,
+    ``causal`` is sparse mode 2."""
+    sparse_mode = 2 if mask is None and causal else 0
+    heads = query.shape[-2]
+    if starts_q is not None:
+        output = npu_fusion_attention(
+            query,
+            key,
+            value,
+            heads,
+            "TND",
+            atten_mask=mask,
+            scale=scale,
+            sparse_mode=sparse_mode,
+            actual_seq_qlen=starts_q.tolist()[1:],
+            actual_seq_kvlen=(starts_kv if starts_kv is not None else starts_q).tolist()[1:],
+        )[0]
+        return output.reshape(output.shape[0], -1)
+    length, batch = query.shape[0], query.shape[1]
+    return npu_fusion_attention(
+        query.reshape(length, batch, -1),
+        key.reshape(key.shape[0], batch, -1),
+        value.reshape(value.shape[0], batch, -1),
+        heads,
+        "SBH",
+        atten_mask=mask,
+        scale=scale,
+        sparse_mode=sparse_mode,
+    )[0]
+
+
 def npu_fusion_attention_grad(  # noqa: PLR0917 - torch_npu's published signature
     query: torch.Tensor,
     key: torch.Tensor,

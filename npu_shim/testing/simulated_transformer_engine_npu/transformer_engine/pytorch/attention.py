@@ -122,50 +122,18 @@ class DotProductAttention(torch.nn.Module):
         starts_kv = cu_seqlens_kv_padded if cu_seqlens_kv_padded is not None else cu_seqlens_kv
         if self.cp_global_ranks and len(self.cp_global_ranks) > 1:
             return self._ring_attention(query_layer, key_layer, value_layer, layout, mask_type, starts_q)
-        return self._fusion_attention(
-            query_layer, key_layer, value_layer, attention_mask, layout, mask_type, starts_q, starts_kv
-        )
+        from torch_npu._kernels import fusion_attention_in_megatron_layout
 
-    def _fusion_attention(  # noqa: PLR0917
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        mask: torch.Tensor | None,
-        layout: str,
-        mask_type: str,
-        starts_q: torch.Tensor | None,
-        starts_kv: torch.Tensor | None,
-    ) -> torch.Tensor:
-        import torch_npu
-
-        sparse_mode = 2 if mask is None and mask_type in _CAUSAL else 0
-        heads = query.shape[-2]
-        if layout == "thd":
-            output = torch_npu.npu_fusion_attention(
-                query,
-                key,
-                value,
-                heads,
-                "TND",
-                atten_mask=mask,
-                scale=self.softmax_scale,
-                sparse_mode=sparse_mode,
-                actual_seq_qlen=starts_q.tolist()[1:],
-                actual_seq_kvlen=starts_kv.tolist()[1:],
-            )[0]
-            return output.reshape(output.shape[0], -1)
-        length, batch = query.shape[0], query.shape[1]
-        return torch_npu.npu_fusion_attention(
-            query.reshape(length, batch, -1),
-            key.reshape(key.shape[0], batch, -1),
-            value.reshape(value.shape[0], batch, -1),
-            heads,
-            "SBH",
-            atten_mask=mask,
+        return fusion_attention_in_megatron_layout(
+            query_layer,
+            key_layer,
+            value_layer,
             scale=self.softmax_scale,
-            sparse_mode=sparse_mode,
-        )[0]
+            causal=mask_type in _CAUSAL,
+            mask=attention_mask,
+            starts_q=starts_q if layout == "thd" else None,
+            starts_kv=starts_kv,
+        )
 
     def _ring_attention(  # noqa: PLR0917
         self,
