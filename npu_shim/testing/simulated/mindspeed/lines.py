@@ -22,7 +22,9 @@ source (Ascend/MindSpeed, branch heads named in the README), never copied from i
   ``core_r0.18.0`` moved that into the separate MegatronAdaptor package (its stand-in does it, with an int step);
 - ``megatron_adaptor_package``: ``mindspeed/__init__.py`` is ``import megatron_adaptor`` (``core_r0.17.0``,
   ``core_r0.18.0``): without MegatronAdaptor ``import mindspeed`` fails, and MA, not MindSpeed, has already
-  made ``torch.compile`` eager and sent CUDA calls to the NPU (the kit's stand-in, ``megatron_adaptor``);
+  made ``torch.compile`` eager and sent CUDA calls to the NPU (the kit's stand-in, ``megatron_adaptor``); Transformer
+  Engine's layers are TransformerEngineNPU's (the kit's ``transformer_engine`` stand-in) under Megatron's own TE
+  classes, and MindSpeed's basics are its ``npu-enhancement`` (``mindspeed.compute.register_basic_patches``);
 - ``megatron_te_attention``: at CP 1 Transformer Engine's attention is Megatron's own ``DotProductAttention``
   (the ``*_core_r0.12.1`` lines' ``transformer_engine_basic``), whose ``forward`` ``use_flash_attn`` replaces;
   elsewhere MindSpeed's own TE attention class;
