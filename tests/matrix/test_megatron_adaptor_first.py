@@ -9,6 +9,7 @@ the shim changes nothing. The fast checks (switch, broken MegatronAdaptor, stric
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import sys
@@ -17,6 +18,13 @@ import pytest
 from helpers import ROOT, run_in_session, run_python
 
 from npu_shim.testing import MEGATRON_ADAPTOR_DIR, simulated_npu_env
+
+# No verl is imported: once beside Megatron 0.18 (MegatronAdaptor's line) and once beside 0.16.1 (on verl 0.7.1).
+MEGATRON = importlib.metadata.version("megatron-core")
+pytestmark = pytest.mark.skipif(
+    not (MEGATRON.startswith("0.18.") or (MEGATRON == "0.16.1" and os.environ.get("NPU_SHIM_TEST_VERL") == "0.7.1")),
+    reason="no verl involved: once beside megatron-core 0.18 and once beside 0.16.1",
+)
 
 # After a process's imports: the stand-in's record, whether it came before megatron in sys.modules' order, verl.
 REPORT = """
@@ -31,28 +39,35 @@ print(json.dumps({
     "verl": any(name.partition(".")[0] == "verl" for name in names),
     "modules": sorted(names),
     "meta_path": [type(finder).__name__ for finder in sys.meta_path],
+    "megatron_loader": type(sys.modules["megatron"].__spec__.loader).__name__ if "megatron" in sys.modules else None,
+    "one_megatron": "megatron.core" not in sys.modules or sys.modules["megatron"].core is sys.modules["megatron.core"],
 }))
 """
 
 
-def environment(shim: bool, adaptor: bool = True) -> dict[str, str]:
+def environment(shim: bool, adaptor: bool = True, compute: bool = False) -> dict[str, str]:
     """The kit's simulated NPU on the MindSpeed line with MegatronAdaptor (or without it), the checkout or not."""
     env = simulated_npu_env(
         {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root")},
         mindspeed_line="core_r0.18.0",
         megatron_adaptor=adaptor,
+        compute=compute,
     )
     if shim:
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]])
     return env
 
 
-def test_a_script_that_imports_megatron_core_first_gets_megatron_adaptor_first(tmp_path):
+@pytest.mark.parametrize("compute", [False, True])  # in compute mode the stand-in imports Megatron itself
+def test_a_script_that_imports_megatron_core_first_gets_megatron_adaptor_first(tmp_path, compute):
     assert MEGATRON_ADAPTOR_DIR in environment(shim=True)["PYTHONPATH"]
-    loaded = run_python("import megatron.core\n" + REPORT, environment(shim=True), cwd=tmp_path).report
+    code = "import megatron.core\n" + REPORT
+    loaded = run_python(code, environment(shim=True, compute=compute), cwd=tmp_path).report
     assert (loaded["adaptor_loaded"], loaded["simulated"], loaded["megatron_first"]) == (True, True, [])
     assert loaded["megatron_core"] and not loaded["verl"]
-    without = run_python("import megatron.core\n" + REPORT, environment(shim=False), cwd=tmp_path).report
+    # One megatron package, with its own loader (megatron-core's is a namespace package), however it was imported
+    assert (loaded["one_megatron"], loaded["megatron_loader"]) == (True, "NamespaceLoader")
+    without = run_python(code, environment(shim=False, compute=compute), cwd=tmp_path).report
     assert (without["adaptor_loaded"], without["megatron_core"]) == (False, True)
 
 
