@@ -15,7 +15,8 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "activate", "activated_via"]
 
 BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file: it started this process
-_SWITCHES = {"NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE"}  # npu_shim.switches.SWITCHES
+# npu_shim.switches.SWITCHES:
+_SWITCHES = {"NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR"}
 
 # `importlib.reload(npu_shim)` re-runs this module in its namespace: keep what an earlier run set.
 _activated_via: str | None = globals().get("_activated_via")  # how the shim was activated, or None
@@ -27,7 +28,8 @@ def activate(via: str = "import") -> bool:
     """Activate the shim in this process, once however often called; False when NPU_SHIM_DISABLE is set.
 
     Safe before or after verl is imported: if verl is already loaded the hook is registered now
-    (and fires at once when ``verl.workers.engine`` is there too).
+    (and fires at once when ``verl.workers.engine`` is there too). After Megatron was imported it is too late
+    to import MegatronAdaptor before it: one warning says so, where that is installed and not imported.
     """
     global _activated_via, _watcher
     if os.environ.keys() & _SWITCHES:
@@ -47,6 +49,11 @@ def activate(via: str = "import") -> bool:
             sys.meta_path.insert(0, _watcher)
         if "verl" in sys.modules:
             _watcher.find_spec("verl")
+        if "megatron" in sys.modules and not _watcher.megatron_fired:  # too late to import MegatronAdaptor first
+            _watcher.megatron_fired = True
+            from npu_shim.megatron_first import came_too_late
+
+            came_too_late()
     return True
 
 

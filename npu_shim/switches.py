@@ -8,6 +8,7 @@ SWITCHES = {
     "NPU_SHIM_DISABLE": False,  # 1: install nothing at all
     "NPU_SHIM_STRICT": False,  # 1: a failure inside the shim raises instead of warning once
     "NPU_SHIM_PROPAGATE": True,  # 0: `import npu_shim` leaves os.environ["PYTHONPATH"] alone
+    "NPU_SHIM_MEGATRON_ADAPTOR": True,  # 0: the first import of Megatron does not import MegatronAdaptor first
 }
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report

@@ -38,7 +38,8 @@ where verl looks up NPU engines).
   only ``probe``, ``device`` and the ``value_model_megatron_*`` keys are there
 - ``probe``: what start-up did in the probed interpreter: ``python``, ``python_version``, ``pid``,
   ``environment`` (its ``PYTHONPATH``, ``VERL_USE_EXTERNAL_MODULES``, ``NPU_SHIM_DISABLE``,
-  ``NPU_SHIM_PROPAGATE``, None when unset), ``sitecustomize`` (the file that ran, or None),
+  ``NPU_SHIM_PROPAGATE``, ``NPU_SHIM_MEGATRON_ADAPTOR``, None when unset), ``sitecustomize`` (the file that
+  ran, or None),
   ``sitecustomize_is_npu_shim`` (bool), ``activated_at_start`` and ``activated_after_verl``
   (``npu_shim.activated_via()`` then, or None), ``npu_shim_origin`` (where its own sys.path finds
   npu_shim, or None), ``verl_import_error`` (str|None), ``pythonpath_entries`` (list of
@@ -81,6 +82,12 @@ where verl looks up NPU engines).
   MegatronAdaptor and MindSpeed are installed (the three-layer stack, which needs all three), how the probe's own
   ``import transformer_engine`` failed (``missing`` ``"transformer_engine"``: TransformerEngineNPU is not installed).
   Megatron's import of it is guarded, so without it no verl Megatron model builds. Not None: ``"problem"``
+- ``megatron_adaptor``: ``{"installed": bool, "before_megatron": bool, "megatron_first": [str]|None,
+  "reason": str}``: whether MegatronAdaptor is found there, whether npu_shim imports it before the first
+  import of Megatron in processes started as the probed one (npu_shim started with the interpreter and
+  ``NPU_SHIM_MEGATRON_ADAPTOR`` on), and the Megatron modules the probe process had imported before
+  MegatronAdaptor (``[]``: it came first; None: Megatron not imported there, or MegatronAdaptor not installed).
+  Reported, not judged: it changes no status
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
 - ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)

@@ -16,9 +16,10 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from npu_shim import mindspeed_line
+from npu_shim import megatron_first, mindspeed_line
 from npu_shim.fixes import shared_repatch
 from npu_shim.layout import VerlLayout
+from npu_shim.switches import switch
 
 logger = logging.getLogger("npu_shim")
 
@@ -55,6 +56,47 @@ def dependencies() -> dict[str, bool]:
     return {
         "megatron_adaptor_installed": _found(MEGATRON_ADAPTOR),
         "transformer_engine_installed": _found(TRANSFORMER_ENGINE),
+    }
+
+
+def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> dict[str, Any]:
+    """MegatronAdaptor before Megatron here: the report's ``megatron_adaptor``.
+
+    ``activated_at_start``: how npu_shim was active when the probed interpreter started (its watcher imports MA
+    at the first import of Megatron only from start-up on); ``megatron_at_adaptor``: the Megatron modules already
+    imported when the probe process first looked for ``megatron_adaptor`` (None: it never did).
+    """
+    installed = _found(MEGATRON_ADAPTOR)
+    megatron = megatron_first.megatron_modules()
+    if not installed or not megatron:
+        first = None
+    elif megatron_at_adaptor is not None:
+        first = megatron_at_adaptor
+    else:  # never looked for: there before the probe began, or never imported while Megatron was
+        first = [] if MEGATRON_ADAPTOR in sys.modules else sorted(megatron)
+    if not installed:
+        reason = "MegatronAdaptor (module megatron_adaptor) is not installed: npu_shim imports nothing before Megatron"
+    elif switch("NPU_SHIM_DISABLE"):
+        reason = (
+            "NPU_SHIM_DISABLE=1: npu_shim installs nothing, MegatronAdaptor is left to MindSpeed's `import mindspeed`"
+        )
+    elif not switch(megatron_first.SWITCH):
+        reason = f"{megatron_first.SWITCH}=0: npu_shim leaves MegatronAdaptor to MindSpeed's `import mindspeed`"
+    elif activated_at_start is None:
+        reason = (
+            "npu_shim does not start with this interpreter (verl's route starts it at `import verl`, after what a "
+            "process imported first), so Megatron imports without MegatronAdaptor unless something imports it "
+            "first: put npu_shim's bootstrap on PYTHONPATH (npu-shim runtime-env --route PYTHONPATH)"
+        )
+    else:
+        reason = (
+            "npu_shim imports MegatronAdaptor at the first import of Megatron, in every process started as this one"
+        )
+    return {
+        "installed": installed,
+        "before_megatron": installed and activated_at_start is not None and switch(megatron_first.SWITCH),
+        "megatron_first": first,
+        "reason": reason,
     }
 
 

@@ -18,7 +18,24 @@ import os
 import sys
 from typing import Any
 
-ENV_VARIABLES = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", "NPU_SHIM_DISABLE", "NPU_SHIM_PROPAGATE")
+ENV_VARIABLES = (
+    "PYTHONPATH",
+    "VERL_USE_EXTERNAL_MODULES",
+    "NPU_SHIM_DISABLE",
+    "NPU_SHIM_PROPAGATE",
+    "NPU_SHIM_MEGATRON_ADAPTOR",
+)
+
+
+class MegatronOrder:
+    """Finds nothing: notes the Megatron modules already imported when ``megatron_adaptor`` is first looked for."""
+
+    def __init__(self) -> None:
+        self.at_adaptor: list[str] | None = None  # None: not looked for while this was in sys.meta_path
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == "megatron_adaptor" and self.at_adaptor is None:
+            self.at_adaptor = sorted(name for name in sys.modules if name.partition(".")[0] == "megatron")
 
 
 def _shim_via() -> str | None:
@@ -97,18 +114,24 @@ def _minimal_verl_facts() -> dict[str, Any]:
 def probe(shim_parent: str | None = None) -> dict[str, Any]:
     """The report of ``npu_shim.doctor.verl_state.collect()`` here, plus what start-up and ``import verl`` did."""
     state = start_state()
-    state["verl_import_error"] = _import_verl()
-    state["activated_after_verl"] = _shim_via()
+    order = MegatronOrder()  # first: it must see MegatronAdaptor's lookup even where npu_shim's watcher makes it
+    sys.meta_path.insert(0, order)
     try:
-        _import_inactive(shim_parent)
-        from npu_shim.doctor import routes, verl_state
-    except Exception as error:
-        state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
-        return {"probe": state, **_minimal_verl_facts()}
-    state["report_error"] = None
-    state["pythonpath_entries"] = routes.pythonpath_entries(state["environment"]["PYTHONPATH"])
-    report = verl_state.collect(state["verl_import_error"])
+        state["verl_import_error"] = _import_verl()
+        state["activated_after_verl"] = _shim_via()
+        try:
+            _import_inactive(shim_parent)
+            from npu_shim.doctor import mindspeed_state, routes, verl_state
+        except Exception as error:
+            state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
+            return {"probe": state, **_minimal_verl_facts()}
+        state["report_error"] = None
+        state["pythonpath_entries"] = routes.pythonpath_entries(state["environment"]["PYTHONPATH"])
+        report = verl_state.collect(state["verl_import_error"])
+    finally:
+        sys.meta_path.remove(order)  # a Ray worker lives on
     report["probe"] = state
+    report["megatron_adaptor"] = mindspeed_state.adaptor_order(state["activated_at_start"], order.at_adaptor)
     return report
 
 

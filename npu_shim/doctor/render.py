@@ -105,10 +105,24 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     lines.append(("mindspeed has", features))
     lines += [("mindspeed means", meaning) for meaning in mindspeed.get("meaning", [])]
     lines.append(("value_model/megatron", _resolution_text(report)))
+    if "megatron_adaptor" in report:
+        lines.append(("megatron_adaptor", _adaptor_text(report["megatron_adaptor"])))
     for row in report.get("unrecognised", []):
         then = "a Megatron critic on an NPU fails" if row["breaks_critic"] else "see its reason under fixes"
         lines.append(("unrecognised", f"{row['fix']}: verl needs its change, in code npu_shim does not know; {then}"))
     return lines
+
+
+def _adaptor_text(adaptor: dict[str, Any]) -> str:
+    if not adaptor["installed"]:
+        return adaptor["reason"]
+    loaded = "loaded before Megatron" if adaptor["before_megatron"] else "not loaded before Megatron"
+    text = f"{loaded}: {adaptor['reason']}"
+    if adaptor["megatron_first"]:
+        text += f"; in the probe, {', '.join(adaptor['megatron_first'][:3])} came before it"
+    elif adaptor["megatron_first"] == []:
+        text += "; in the probe, it came before Megatron"
+    return text
 
 
 def _resolution_text(report: dict[str, Any]) -> str:

@@ -267,8 +267,19 @@ def test_on_core_r0_18_a_missing_megatron_adaptor_or_tenpu_is_a_problem_the_doct
     if not megatron_adaptor:
         assert report["mindspeed_import_error"]["missing"] == "megatron_adaptor"
         assert report["mindspeed"]["repatch_importable"] is False
+        assert report["megatron_adaptor"]["installed"] is False
     else:
         assert report["mindspeed_import_error"] is None
         assert report["transformer_engine_import_error"]["missing"] == "transformer_engine"
         assert report["mindspeed"]["repatch_importable"] is True
     assert not any("absent" in meaning for meaning in report["mindspeed"]["meaning"])
+
+
+@pytest.mark.skipif(VERL != "0.9.1", reason="once, on the release verl's Ascend images run with core_r0.18.0")
+def test_on_core_r0_18_megatron_adaptor_comes_before_megatron_where_verl_imports_megatron_first() -> None:
+    """verl made to import Megatron first thing (``VERL_USE_EXTERNAL_MODULES=megatron.core``, before its MindSpeed
+    engine imports MindSpeed and so MegatronAdaptor): npu_shim's watcher, started by its sitecustomize with the
+    checkout on PYTHONPATH, still imports MegatronAdaptor first (issue 34), and the doctor says so."""
+    report = _doctor(_clean_env(NPU_SHIM_SIM_MINDSPEED="core_r0.18.0", VERL_USE_EXTERNAL_MODULES="megatron.core"))
+    adaptor = report["megatron_adaptor"]
+    assert (adaptor["installed"], adaptor["before_megatron"], adaptor["megatron_first"]) == (True, True, []), adaptor

@@ -177,6 +177,43 @@ def test_transformer_engine_is_not_asked_for_without_megatron_adaptor(site, synt
 
 
 @pytest.mark.parametrize(
+    ("route", "adaptor", "before", "first"),
+    [
+        ("PYTHONPATH", True, True, []),  # npu_shim's watcher imports MA at Megatron's first import
+        ("VERL_USE_EXTERNAL_MODULES", True, False, ["megatron", "megatron.core"]),  # verl imports npu_shim too late
+        ("PYTHONPATH, switched off", True, False, ["megatron", "megatron.core"]),
+        ("PYTHONPATH", False, False, None),
+    ],
+)
+def test_the_doctor_says_whether_megatron_adaptor_comes_before_megatron(site, synthetic, tmp_path, route, adaptor,
+                                                                        before, first):  # fmt: skip
+    """Installed or not, loaded before Megatron in processes started so or not, and what the probe saw first:
+    this verl imports Megatron first thing, before the modules VERL_USE_EXTERNAL_MODULES names and MindSpeed."""
+    three_layers = {**MEGATRON_ADAPTOR, **TRANSFORMER_ENGINE_NPU} if adaptor else {}
+    tree = write_files(synthetic("0.7.1"), {**MINDSPEED_NEEDING_ADAPTOR, **three_layers})
+    init = tree / "verl" / "__init__.py"
+    init.write_text("import megatron.core\n" + init.read_text())
+    entries = [site, tree] if route == "VERL_USE_EXTERNAL_MODULES" else [site / "npu_shim" / "bootstrap", site, tree]
+    env = {"VERL_USE_EXTERNAL_MODULES": "npu_shim"} if route == "VERL_USE_EXTERNAL_MODULES" else {}
+    if route.endswith("switched off"):
+        env["NPU_SHIM_MEGATRON_ADAPTOR"] = "0"
+    report, _ = run_doctor(entries, tmp_path, **env)
+    section = report["megatron_adaptor"]
+    assert (section["installed"], section["before_megatron"], section["megatron_first"]) == (adaptor, before, first)
+    text = render(report)
+    line = next(line for line in text.splitlines() if line.strip().startswith("megatron_adaptor "))
+    if not adaptor:
+        assert "is not installed" in line
+    elif before:
+        assert "loaded before Megatron: npu_shim imports" in line and "it came before Megatron" in line
+    else:
+        assert "not loaded before Megatron" in line and "megatron, megatron.core" in line
+        assert ("NPU_SHIM_MEGATRON_ADAPTOR=0" in line) == route.endswith("switched off")
+    # Reported, not judged: the status is the one the rest of the report gives
+    assert report["status"] == ("problem" if not adaptor else "ok")
+
+
+@pytest.mark.parametrize(
     ("first_line", "missing", "error", "meaning"),
     [
         (
