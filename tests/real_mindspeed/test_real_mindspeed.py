@@ -39,11 +39,12 @@ UNKNOWN_DEVICE = "AssertionError: Unknown device: npu for model_type: value_mode
 RING_NOT_BUILT = "AssertionError: Context parallel ranks for ring intra window not initialized"
 # torch 2.13's broadcast asks MindSpeed's no-argument get_device_capability for the tensor's device
 NO_DEVICE_ARGUMENT = "TypeError: get_device_capability() takes 0 positional arguments but 1 was given"
-# MindSpeed core_r0.16.0 computes the gradient norm with its own multi-tensor L2 norm (amp_C's, which the stand-in
-# leaves to Megatron's torch fallback): the same float32 sum of squares in another order, so the norm can land a
+# Real MindSpeed gives Megatron its own amp_C.multi_tensor_l2norm for the gradient norm (not modelled: the stand-in
+# leaves Megatron its torch fallback): the same float32 sum of squares in another order, so the norm can land a
 # float32 rounding step or two away. Four float32 steps (4 * 2**-23, relative). Measured: the actor's first norm
-# 1.06e-7 relative (4.5e-7 absolute) on core_r0.16.0; equal on 2.3.0_core_r0.12.1. The clip coefficient (clip_grad
-# 1.0, norms 4 to 13) rounds the same: weights, losses and outputs stay bit for bit, and are compared so.
+# 1.06e-7 relative (4.5e-7 absolute) on core_r0.16.0 and f2b0977e; equal on 2.3.0_core_r0.12.1. The clip
+# coefficient (clip_grad 1.0, norms 4 to 13) rounds the same: weights, losses and outputs stay bit for bit, and are
+# compared so.
 GRAD_NORM_RELATIVE = 4 * 2**-23
 
 
