@@ -6,6 +6,7 @@ Held here, in the unit layer, so that the lookup is checked on every run, with o
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -83,3 +84,29 @@ def test_an_unpacked_tree_is_used_where_it_lies(tmp_path, monkeypatch, cache):
 def test_the_default_is_shared_mindspeed_beside_the_project(monkeypatch):
     monkeypatch.delenv(mindspeed_source.SOURCE_VARIABLE, raising=False)
     assert mindspeed_source.source_dir() == mindspeed_source.ROOT.parent / "shared" / "mindspeed"
+
+
+def git(directory: Path, *arguments: str) -> str:
+    import subprocess
+
+    identity = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    done = subprocess.run(
+        ["git", *identity, "-C", str(directory), *arguments], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
+def test_a_git_checkout_is_taken_only_at_the_pinned_commit(tmp_path, monkeypatch, cache):
+    checkout = tmp_path / "checkouts" / "MindSpeed"
+    (checkout / "mindspeed").mkdir(parents=True)
+    (checkout / "mindspeed" / "__init__.py").write_text("")
+    git(checkout, "init", "-q")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-q", "-m", "a made-up MindSpeed")
+    head = git(checkout, "rev-parse", "HEAD")
+    monkeypatch.setenv(mindspeed_source.SOURCE_VARIABLE, str(tmp_path / "checkouts"))
+    assert not mindspeed_source.available(LINE)  # the real pin: another commit
+    monkeypatch.setitem(mindspeed_source.PINS, LINE, mindspeed_source.Pin(LINE, head[:12], PIN.stem))
+    assert mindspeed_source.prepare(LINE) == checkout
+    assert not cache.exists()
