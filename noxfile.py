@@ -10,9 +10,12 @@ the demo and the tests share one verl 0.7.1 environment instead of two.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -115,7 +118,20 @@ E2E_VERL = ("0.6.1", "0.7.1", "0.8.0")
 PARALLEL = ["--numprocesses=2", "--dist=loadfile", "--no-loadscope-reorder"]
 MATRIX_TOOLS = [*TEST_TOOLS, "pytest-xdist==3.8.0"]
 
-nox.options.sessions = ["lint", "unit", "matrix"]
+# Real MindSpeed's source on the kit, against the stand-in (tests/real_mindspeed): each line with the verl environment
+# its images pair it with. The source's pins and where it is looked for: tests/mindspeed_source.py.
+REAL_MINDSPEED = [
+    ("core_r0.16.0", "0.7.1"),
+    ("core_r0.16.0", "0.8.0"),
+    ("2.3.0_core_r0.12.1", "0.7.1-mcore0.12"),
+    ("f2b0977e", "0.7.1-mcore0.12"),
+]
+# What real MindSpeed imports that no environment above has (its ops import triton; scipy as the by-hand runs had
+# it): --no-deps into a folder of their own, put on PYTHONPATH after MindSpeed's source. scipy 1.15 takes numpy 1.26
+# (verl 0.7.1, 0.8.0) and 2.x alike.
+MINDSPEED_EXTRAS = ["scipy==1.15.3", "triton==3.7.1"]
+
+nox.options.sessions = ["lint", "unit", "matrix", "real_mindspeed"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -170,6 +186,29 @@ def install_from_sdist(session: nox.Session, python: Path, requirement: str) -> 
                 "--ignore-requires-python", str(wheel), external=True)  # fmt: skip
 
 
+def packages_dir(session: nox.Session, name: str, python: Path, requirements: list[str]) -> Path:
+    """A cached folder holding ``requirements`` alone (no dependencies), for PYTHONPATH beside ``python``'s env."""
+    digest = hashlib.sha256("\n".join([sys.version, *requirements]).encode()).hexdigest()[:12]
+    target = ENVS / f"{name}-{digest}"
+    if (target / ".complete").exists():
+        return target
+    for stale in ENVS.glob(f"{name}-{'?' * len(digest)}"):
+        shutil.rmtree(stale)
+    install = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--no-deps"]
+    session.run(*install, "--python", str(python), "--target", str(target), *requirements,
+                env={"UV_CACHE_DIR": str(UV_CACHE)}, external=True)  # fmt: skip
+    (target / ".complete").touch()
+    return target
+
+
+def source_pins() -> Any:
+    """tests/mindspeed_source.py (standard library only): MindSpeed's pins and where its source is looked for."""
+    spec = importlib.util.spec_from_file_location("mindspeed_source", ROOT / "tests" / "mindspeed_source.py")
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # where dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
 def verl_env(session: nox.Session, verl: str) -> Path:
     return cached_env(session, f"verl-{verl}", [*VERL_PINS[verl], *MATRIX_TOOLS])
 
@@ -211,6 +250,36 @@ def matrix(session: nox.Session, verl: str) -> None:
         *PARALLEL,
         *session.posargs,
         env={"NPU_SHIM_TEST_VERL": release, "NPU_SHIM_SIM_MINDSPEED": MINDSPEED_LINE[variant]},
+        external=True,
+    )
+
+
+@nox.session(venv_backend="none")
+@nox.parametrize("line, verl", REAL_MINDSPEED)
+def real_mindspeed(session: nox.Session, line: str, verl: str) -> None:
+    """Real MindSpeed's source (unmodified archives, ../shared/mindspeed or $NPU_SHIM_MINDSPEED_SOURCE) on the kit.
+
+    Without the source: one line saying what did not run and how to give it; the session is reported skipped, and
+    fails where CI=true (a CI without the source must not look green)."""
+    pins = source_pins()
+    if not pins.available(line):
+        message = pins.missing_message(line, f"nox -s real_mindspeed (verl {verl})")
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+            session.error(message)
+        session.skip(message)
+    python = verl_env(session, verl)
+    extras = packages_dir(session, "mindspeed-extras", python, MINDSPEED_EXTRAS)
+    session.run(
+        str(python),
+        "-m",
+        "pytest",
+        "tests/real_mindspeed",
+        *session.posargs,
+        env={
+            "NPU_SHIM_TEST_VERL": verl.partition("-")[0],
+            "NPU_SHIM_SIM_MINDSPEED": line,
+            "NPU_SHIM_TEST_MINDSPEED_EXTRAS": str(extras),
+        },
         external=True,
     )
 

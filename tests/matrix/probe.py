@@ -56,14 +56,19 @@ def testing_kit() -> Any:
     return kit
 
 
-def start(mode: str, output: Path, *options: str, script: str = __file__, **variables: str) -> subprocess.Popen[str]:
+def start(
+    mode: str, output: Path, *options: str, script: str = __file__, ahead: tuple[str, ...] = (), **variables: str
+) -> subprocess.Popen[str]:
     """Run ``script`` (this file) under one activation in a fresh interpreter with a clean environment.
 
-    PATH and HOME only, plus ``variables``; the simulated NPU on PYTHONPATH, and the
-    checkout before it for ``sitecustomize``. stderr is piped for the caller to report.
+    PATH and HOME only, plus ``variables``; the simulated NPU on PYTHONPATH, ``ahead`` before it (real
+    MindSpeed's source, tests/real_mindspeed), and the checkout before those for ``sitecustomize``. stderr
+    is piped for the caller to report.
     """
     kept = ("PATH", "HOME", MINDSPEED_LINE_VARIABLE)  # the line the MindSpeed stand-in simulates (noxfile)
     env = {name: os.environ[name] for name in kept if name in os.environ}
+    if ahead:
+        env["PYTHONPATH"] = os.pathsep.join(ahead)
     # the simulated NPU, and MegatronAdaptor's stand-in on the lines that import it (simulated_npu_env)
     env = testing_kit().simulated_npu_env(env)
     if mode == "sitecustomize":
@@ -272,8 +277,10 @@ def load_verl(mode: str) -> dict[str, Any]:
     report["verl_version"] = verl.__version__
     adaptor = sys.modules.get("mindspeed.megatron_adaptor")
     simulated = getattr(adaptor, "SIMULATED", False)
-    # a real MindSpeed, when one is checked against the stand-in locally (docs/testing.md), has no line profile
+    # a real MindSpeed (tests/real_mindspeed) has no line profile
     report["mindspeed_line"] = importlib.import_module("mindspeed.lines").current().name if simulated else None
+    # which MindSpeed ran: the stand-in's package or a real source tree (tests/real_mindspeed)
+    report["mindspeed_file"] = getattr(sys.modules.get("mindspeed"), "__file__", None)
     report["torch_npu_simulated"] = getattr(sys.modules.get("torch_npu"), "SIMULATED", False)
     report["device"] = get_device_name()
     report["shim_loaded"] = "npu_shim" in sys.modules

@@ -87,9 +87,12 @@ TOTAL_TRAINING_STEPS = 12  # the lr schedule's length: the same in every run, so
 TOLERANCE = 2**-6
 
 
-def start(mode: str, output: Path, *options: str, **variables: str) -> subprocess.Popen[str]:
-    """Run this file under one activation in a fresh interpreter, as ``probe.start`` does, in compute mode."""
-    return probe.start(mode, output, *options, script=__file__, **{COMPUTE_VARIABLE: "1", **variables})
+def start(
+    mode: str, output: Path, *options: str, ahead: tuple[str, ...] = (), **variables: str
+) -> subprocess.Popen[str]:
+    """Run this file under one activation in a fresh interpreter, as ``probe.start`` does, in compute mode
+    (``ahead``: folders before the kit's simulated packages, e.g. real MindSpeed's source)."""
+    return probe.start(mode, output, *options, script=__file__, ahead=ahead, **{COMPUTE_VARIABLE: "1", **variables})
 
 
 # --- the model directory and the batch ------------------------------------------------------------
@@ -692,6 +695,7 @@ def main(
     runs: tuple[Run, ...] = (Run(),),
     rank: int | None = None,
     world_size: int = 1,
+    unadapted: bool = False,
 ) -> dict[str, Any]:
     import torch
 
@@ -705,7 +709,7 @@ def main(
     if not report["compute_mode"]:
         raise SystemExit("the simulated torch_npu is not in compute mode: was torch imported before this script ran?")
     report["skipped_fix"] = skipped
-    report["test_adaptations"] = adapt_mbridge_to_megatron()
+    report["test_adaptations"] = adapt_mbridge_to_megatron() + adapt_mindspeed_to_torch(adapt=not unadapted)
     if rank is None:
         init_single_rank()
     else:
@@ -752,8 +756,52 @@ def adapt_mbridge_to_megatron() -> list[str]:
     return [MBRIDGE_ADAPTATION]
 
 
+MINDSPEED_TORCH_ADAPTATION = (
+    "MindSpeed's torch.cuda.get_device_capability (grouped-matmul feature) takes torch 2.13's device argument"
+)
+DEVICE_CAPABILITY = "mindspeed.core.fusions.grouped_matmul"
+
+
+def adapt_mindspeed_to_torch(adapt: bool = True) -> list[str]:
+    """What this test layer changes so that real MindSpeed's ``*_core_r0.12.1`` lines run on torch 2.13.
+
+    Those lines' grouped-matmul feature patches ``torch.cuda.get_device_capability`` with a function of no
+    parameter (it returns (9, 0)); torch 2.13's ``distributed_c10d.broadcast`` calls it with the tensor's device (an
+    FP8 check that torch 2.8, the torch of those lines' images, does not make), so ``initialize()`` stops with a
+    ``TypeError``, shim or not. The function MindSpeed registers (read from its module at every patch pass, so at
+    every ``repatch``) is replaced by one that takes the argument, ignores it as MindSpeed's ignores the device, and
+    returns what MindSpeed's returns: only where that function takes no parameter, reported, and asserted by
+    tests/real_mindspeed to be needed there and nowhere else. ``adapt=False`` (``--unadapted``) reports it as due but
+    leaves it out, to show that the run needs it. The kit's MindSpeed stand-in has no such module: nothing to do.
+    """
+    import inspect
+
+    module = sys.modules.get(DEVICE_CAPABILITY)  # imported by MindSpeed's first patch pass (verl's engine import)
+    original = getattr(module, "get_device_capability", None)
+    if original is None or inspect.signature(original).parameters:
+        return []
+    if not adapt:
+        return [f"{MINDSPEED_TORCH_ADAPTATION} (due, left out: --unadapted)"]
+    import torch
+
+    def get_device_capability(device: Any = None) -> Any:
+        return original()
+
+    get_device_capability.__wrapped__ = original
+    module.get_device_capability = get_device_capability
+    if torch.cuda.get_device_capability is original:  # the patch pass at import has bound it already
+        torch.cuda.get_device_capability = get_device_capability
+    return [MINDSPEED_TORCH_ADAPTATION]
+
+
 def start_ranks(
-    mode: str, directory: Path, layouts: str, *options: str, world_size: int = 2, **variables: str
+    mode: str,
+    directory: Path,
+    layouts: str,
+    *options: str,
+    world_size: int = 2,
+    ahead: tuple[str, ...] = (),
+    **variables: str,
 ) -> list[tuple[subprocess.Popen[str], Path]]:
     """``world_size`` rank processes of one activation, running ``layouts`` in turn, and their outputs."""
     port = str(probe.testing_kit().free_port())
@@ -761,7 +809,8 @@ def start_ranks(
     ranks = ("--world-size", str(world_size), "--layouts", layouts, *options)
     address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, **variables}
     return [
-        (start(mode, output, "--rank", str(rank), *ranks, **address), output) for rank, output in enumerate(outputs)
+        (start(mode, output, "--rank", str(rank), *ranks, ahead=ahead, **address), output)
+        for rank, output in enumerate(outputs)
     ]
 
 
@@ -782,6 +831,9 @@ elif __name__ == "__main__":
     parser.add_argument("--save", type=Path, metavar="DIR", help="save a checkpoint here after training")
     parser.add_argument("--save-after", type=int, metavar="N", help="with --save: after N steps, then train on")
     parser.add_argument("--resume", type=Path, metavar="DIR", help="load the checkpoint saved here before training")
+    parser.add_argument(
+        "--unadapted", action="store_true", help="leave out adapt_mindspeed_to_torch's change (to show it is needed)"
+    )
     arguments = parser.parse_args()
     chosen = [role.strip() for role in arguments.roles.split(",") if role.strip()]
     unknown = sorted(set(chosen) - set(ROLES))
@@ -804,7 +856,8 @@ elif __name__ == "__main__":
         raise SystemExit(f"--save-after needs --save and a step from 1 to --steps ({arguments.steps})")
     checkpoints = {"save": arguments.save, "save_after": arguments.save_after, "resume": arguments.resume}
     runs = tuple(Run(layout, **checkpoints) for layout in layouts)
-    result = main(arguments.mode, chosen, arguments.steps, skipped, runs, arguments.rank, arguments.world_size)
+    ranks = (arguments.rank, arguments.world_size)
+    result = main(arguments.mode, chosen, arguments.steps, skipped, runs, *ranks, arguments.unadapted)
     text = json.dumps(result, indent=2, default=str)
     if arguments.output:
         Path(arguments.output).write_text(text)
