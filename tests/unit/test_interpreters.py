@@ -225,20 +225,27 @@ def test_a_python_3_9_venv_runs_the_sitecustomize_in_its_site_packages(tmp_path)
 OTHERS = ["3.11.7", "3.12.1", "3.13.0", "3.10.13", "3.9.18", "3.6.15", "2.7.18"]
 
 
-def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran(tmp_path):
-    """Each interpreter writes bytecode of the bootstrap it imports; pip removes only its own interpreter's."""
+def install(tmp_path: Path, *options: str) -> tuple[list[str], Path, Path]:
+    """npu_shim pip-installed (with ``options``) into a new venv: (the pip command for that venv, its python, its
+    site-packages)."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(python)]
-    subprocess.run([*pip, "install", "-q", "--no-deps", str(ROOT)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [*pip, "install", "-q", "--no-deps", *options, str(ROOT)], check=True, capture_output=True, timeout=300
+    )
     site = Path(run_in(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
     assert (site / "npu_shim").is_dir()
+    return pip, python, site
+
+
+def start_each(interpreters: list[Path], site: Path, tmp_path: Path) -> None:
+    """Each interpreter started with the installed bootstrap on PYTHONPATH, alone and before a later sitecustomize."""
     bootstrap = site / "npu_shim" / "bootstrap"
     own = tmp_path / "own"
     own.mkdir()
     (own / "sitecustomize.py").write_text("OWN = True\n")
-    interpreters = [python, *map(pyenv_python, OTHERS)]
     for interpreter in interpreters:
         for pythonpath in ([bootstrap], [bootstrap, own]):  # the chain to a later sitecustomize too
             completed = subprocess.run(
@@ -251,11 +258,33 @@ def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran
                 check=False,
             )
             assert (completed.returncode, completed.stderr) == (0, ""), interpreter
+
+
+def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran(tmp_path):
+    """Each interpreter writes bytecode of the bootstrap it imports; pip removes only its own interpreter's."""
+    pip, python, site = install(tmp_path)
+    start_each([python, *map(pyenv_python, OTHERS)], site, tmp_path)
     subprocess.run([*pip, "uninstall", "-q", "-y", "npu-shim"], check=True, capture_output=True, timeout=300)
     # not a file, nor an empty directory (an empty npu_shim/ would still import, as a namespace package)
     leftovers = sorted(str(path.relative_to(site)) for top in site.glob("npu_shim*") for path in [top, *top.rglob("*")])
     assert leftovers == []
     assert run_in(python, "import importlib.util; print(importlib.util.find_spec('npu_shim'))") == "None"
+
+
+def test_other_interpreters_leave_an_installed_bootstrap_as_they_found_it(tmp_path):
+    """Installed without bytecode, as uv installs: every file and directory there is one the installer made, which an
+    uninstaller removes. Other interpreters write bytecode of the bootstrap (Python 2 beside the source, 3.x in a
+    ``__pycache__`` they make): each takes it away again, the directory too, or an uninstaller that removes what it
+    installed (uv's) leaves ``npu_shim/`` behind, and ``import npu_shim`` finds an empty namespace package."""
+
+    def tree(site: Path) -> list[str]:
+        return sorted(str(path.relative_to(site)) for top in site.glob("npu_shim*") for path in [top, *top.rglob("*")])
+
+    _, _, site = install(tmp_path, "--no-compile")
+    installed = tree(site)
+    assert not [path for path in installed if "__pycache__" in path or path.endswith(".pyc")]
+    start_each(list(map(pyenv_python, OTHERS)), site, tmp_path)
+    assert sorted(set(tree(site)) ^ set(installed)) == [], "made or removed by other interpreters"
 
 
 def run_in(python: Path, code: str) -> str:
