@@ -82,6 +82,12 @@ def source_fingerprint(source: str, qualname: str) -> str | None:
 
 def function_fingerprint(function: Any) -> str | None:
     """The fingerprint of a live function's definition, read from its source file; None without one."""
+    # A decorated definition is read as the wheel has it, decorators included: getsource unwraps a
+    # functools.wraps wrapper itself, but lru_cache, staticmethod and classmethod objects are no functions.
+    try:
+        function = inspect.unwrap(function)
+    except ValueError:  # a cycle of __wrapped__
+        return None
     if not inspect.isfunction(function):
         return None
     try:

@@ -62,14 +62,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("wheels", nargs="+", type=Path, help="verl wheels (verl-X.Y.Z-py3-none-any.whl)")
     parser.add_argument("--check", action="store_true", help=f"compare with {OUTPUT.name} instead of writing it")
+    parser.add_argument("--table", type=Path, default=OUTPUT, help=f"another file than {OUTPUT.name} (tests)")
     args = parser.parse_args()
     text = json.dumps(generate(args.wheels), indent=2) + "\n"
     if args.check:
-        same = OUTPUT.read_text(encoding="utf-8") == text
-        print(f"{OUTPUT.name} is {'up to date' if same else 'out of date: run without --check'}")
+        same = args.table.read_text(encoding="utf-8") == text
+        print(f"{args.table.name} is {'up to date' if same else 'out of date: run without --check'}")
         return 0 if same else 1
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUTPUT.relative_to(CHECKOUT)}: {len(json.loads(text)['functions'])} functions")
+    args.table.write_text(text, encoding="utf-8")
+    print(f"wrote {args.table}: {len(json.loads(text)['functions'])} functions")
     return 0
 
 

@@ -8,6 +8,7 @@ longer in the file (the code moved on: update the list). Run with the unit envir
 
     .cache/envs/unit-*/bin/python scripts/mutations.py            # every mutation, about 30 s each
     .cache/envs/unit-*/bin/python scripts/mutations.py layout      # those whose name contains "layout"
+    .cache/envs/unit-*/bin/python scripts/mutations.py chain: kit:  # ... "chain:" or "kit:"
 
 Exit status 1 when a mutation survived or went stale, unless it is a known survivor: one the
 unit layer cannot see, with the reason and the layer that kills it (also in the README).
@@ -276,6 +277,78 @@ MUTATIONS = [
         "test_mindspeed_fusion_attention_is_the_forward_after_repatch_and_computes kills it",
     ),
     Mutation(
+        "fingerprints.py: a release whose wheel lacks the function's file read all the same",
+        "scripts/fingerprints.py",
+        '            text = archive.read(member).decode("utf-8") if member in members else None\n',
+        '            text = archive.read(member).decode("utf-8")\n',
+    ),
+    Mutation(
+        "fingerprint: falsy fields dropped with the empty ones (0, False and '' alike)",
+        "npu_shim/fingerprint.py",
+        "for name, field in fields if field not in (None, [])",
+        "for name, field in fields if field",
+    ),
+    Mutation(
+        "fingerprint: a decorated function read as no function (judged unrecognised at run time)",
+        "npu_shim/fingerprint.py",
+        "        function = inspect.unwrap(function)\n",
+        "        pass\n",
+    ),
+    Mutation(
+        "known_code.json: 0.7.0's code taken for 0.7.1's (#5870's critic forward)",
+        "npu_shim/known_code.json",
+        '      "0.7.1": "8ee2e60b0a96e80675fb1ba34df8b7db",\n',
+        '      "0.7.1": "3f9eb4cb491ecc199435678ec74ef5a2",\n',
+    ),
+    Mutation(
+        "known_code.json: a release with #5580 given the code of one without (missing and fixed overlap)",
+        "npu_shim/known_code.json",
+        '      "0.8.0": "12cca92592dd06acba07e964c14fc70b",\n',
+        '      "0.8.0": "b9d3518c8e78a50c14f892000534509d",\n',
+    ),
+    Mutation(
+        "npu_causal_mask: applied where verl already has #7055",
+        "npu_shim/fixes/npu_causal_mask.py",
+        '    missing_in=("0.8.0",),\n    fixed_in=("0.9.0", "0.9.1"),\n',
+        '    missing_in=("0.8.0", "0.9.0", "0.9.1"),\n    fixed_in=(),\n',
+    ),
+    Mutation(
+        "moe_layer_offset: #5580 applied where Megatron takes the keywords",
+        "npu_shim/fixes/moe_layer_offset.py",
+        "    if judged.verdict in (UNRECOGNISED, MISSING) and takes_offset_keywords(module):\n",
+        "    if judged.verdict == UNRECOGNISED and takes_offset_keywords(module):\n",
+    ),
+    Mutation(
+        "chain: an empty __pycache__ of the bootstrap left behind (npu_shim/ then outlives an uninstall)",
+        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "            for remove, target in ((os.remove, path), (os.rmdir, os.path.dirname(path))):\n",
+        "            for remove, target in ((os.remove, path),):\n",
+    ),
+    Mutation(
+        "kit: an op mixing an npu tensor with a one-element 1-d CPU tensor accepted",
+        "npu_shim/testing/simulated/torch_npu/_compute.py",
+        '        if value.dim() > 0 and value.device.type == "cpu" and func not in _CROSS_DEVICE:\n',
+        '        if value.numel() > 1 and value.device.type == "cpu" and func not in _CROSS_DEVICE:\n',
+        "the unit layer has no torch; tests/kit/test_device_rules.py::"
+        "test_an_op_mixing_npu_and_cpu_tensors_raises_as_torch_does_for_any_two_devices kills it",
+    ),
+    Mutation(
+        "kit: FusedAdam's step ignores a restored parameter group (the step counted on the optimizer)",
+        "npu_shim/testing/simulated/mindspeed/core/optimizer/adamw.py",
+        '        count = int(group["step"]) + 1 if "step" in group else 1\n',
+        '        self._count = count = getattr(self, "_count", 0) + 1\n',
+        "the unit layer has no torch; tests/kit/test_device_rules.py::"
+        "test_megatrons_adam_resumes_from_its_state_dict_with_the_restored_group kills it",
+    ),
+    Mutation(
+        "kit: compute mode on any torch, untested",
+        "npu_shim/testing/simulated/torch_npu/_torch_version.py",
+        "    if _major_minor(torch_version) == TESTED:\n",
+        "    if True:\n",
+        "the unit layer has no torch; tests/kit/test_torch_version.py::"
+        "test_compute_mode_refuses_a_torch_it_is_not_tested_on kills it",
+    ),
+    Mutation(
         "cli: a command's unknown option told with the top-level usage",
         "npu_shim/__main__.py",
         "        (parser if before_the_command else args.command_parser).error(",
@@ -321,8 +394,9 @@ def run_unit_layer(checkout: Path) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("select", nargs="?", default="", help="only mutations whose name contains this")
-    selected = [m for m in MUTATIONS if parser.parse_args().select in m.name]
+    parser.add_argument("select", nargs="*", help="only mutations whose name contains one of these")
+    chosen = parser.parse_args().select
+    selected = [m for m in MUTATIONS if not chosen or any(part in m.name for part in chosen)]
     with tempfile.TemporaryDirectory(prefix="npu-shim-mutations-") as directory:
         checkout = Path(directory)
         copy_checkout(checkout)

@@ -45,6 +45,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+NOT_RUN = "NOT RUN"  # helpers.lacking's prefix (this file stands alone: tests/unit/test_guard.py copies it)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Every test skipped for want of an interpreter or tool (helpers.lacking), one line each: not run, not green."""
+    lines = []
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if NOT_RUN in reason:
+            lines.append(f"{NOT_RUN}: {report.nodeid}: {reason.partition(NOT_RUN + ': ')[2]}")
+    if lines:
+        terminalreporter.section(f"{len(lines)} tests not run: this machine lacks what they need", sep="-")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 # The files whose child interpreters take longest (one to four minutes a release), first: `make test` gives a
 # release's files to two xdist workers a file at a time, in this order (noxfile.py: --dist=loadfile
 # --no-loadscope-reorder), and a long file taken last would keep one worker busy while the other idles.

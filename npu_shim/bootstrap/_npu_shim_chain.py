@@ -96,10 +96,10 @@ def _forget_stray_bytecode(paths, package):
 
     pip removes the bytecode of its own interpreter (the one npu_shim is installed for), which has
     compiled npu_shim/__init__ too, at install or when it ran. Python 2 writes ``.pyc`` beside the
-    source, which pip removes with it.
+    source: pip removes that with it, ``uv pip uninstall`` does not (and then leaves npu_shim/ behind).
     """
     tag = getattr(getattr(sys, "implementation", None), "cache_tag", None)
-    if not tag or os.path.exists(os.path.join(package, "__pycache__", "__init__.%s.pyc" % tag)):
+    if tag and os.path.exists(os.path.join(package, "__pycache__", "__init__.%s.pyc" % tag)):
         return
     for path in paths:
         if path:
@@ -110,9 +110,17 @@ def _forget_stray_bytecode(paths, package):
                     break
 
 
+def _bytecode(module):
+    """Where this interpreter wrote a module's bytecode (``module``: its globals): ``__cached__``, or on
+    Python 2 beside the source."""
+    if sys.version_info[0] >= 3:
+        return module.get("__cached__")
+    return os.path.splitext(module["__file__"])[0] + ".pyc"
+
+
 def after_npu_shim(bootstrap, served):
     """What npu_shim's sitecustomize (``bootstrap``: its globals) leaves to this module."""
     here = os.path.dirname(os.path.abspath(bootstrap["__file__"]))
     if not served and not os.path.isdir(os.path.join(here, "npu_shim")):  # an installed shim, not ours to serve
-        _forget_stray_bytecode([globals().get("__cached__"), bootstrap.get("__cached__")], os.path.dirname(here))
+        _forget_stray_bytecode([_bytecode(globals()), _bytecode(bootstrap)], os.path.dirname(here))
     run_next_sitecustomize()

@@ -6,11 +6,13 @@ import json
 import subprocess
 import textwrap
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from helpers import ROOT, clean_env, pyenv_python
 
 from npu_shim.fingerprint import function_fingerprint, source_fingerprint
+from npu_shim.recognition import KnownFunction
 
 # Pairs of modules whose function ``f`` differs only inside nested code, which keeps its name.
 NESTED = {
@@ -25,6 +27,9 @@ NESTED = {
         'def f(config):\n    config["use_flash_attn"] = False\n',
     ),
     "f-string": ('def f(x):\n    return f"{x!r}"\n', 'def f(x):\n    return f"{x!s}"\n'),
+    # falsy values are code too: only the empty fields a Python version adds are left out
+    "falsy constant": ("def f(x):\n    return x or 0\n", "def f(x):\n    return x or False\n"),
+    "empty string": ('def f(x):\n    return x or ""\n', "def f(x):\n    return x or 0.0\n"),
 }
 
 
@@ -65,6 +70,14 @@ LIVE = '''
 import functools
 
 
+def logged(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
 class Engine:
     def forward_step(self, batch):
         text = """
@@ -76,23 +89,41 @@ not indented like the method
     def decorated(self):
         return f"{self!r:>{10}}"
 
+    @staticmethod
+    def helper(x):
+        return x * 2
+
+    @classmethod
+    def build(cls):
+        return cls()
+
+    @logged
+    def wrapped(self):
+        return self
+
 
 def module_level(x):
     return x
 '''
+LIVE_FUNCTIONS = ["Engine.forward_step", "Engine.decorated", "Engine.helper", "Engine.build", "Engine.wrapped"]
 
 
-@pytest.mark.parametrize("qualname", ["Engine.forward_step", "Engine.decorated", "module_level"])
-def test_a_live_function_fingerprints_as_its_definition_in_the_file(tmp_path, qualname):
-    """What the shim reads off verl at run time is what scripts/fingerprints.py reads from the wheel."""
+@pytest.mark.parametrize("qualname", [*LIVE_FUNCTIONS, "module_level"])
+def test_a_live_function_is_judged_as_its_definition_in_the_file(tmp_path, monkeypatch, qualname):
+    """What a fix reads off verl at run time (its owner's attribute, as ``judge`` takes it, decorated or not) is
+    what scripts/fingerprints.py reads from the wheel: a decorated verl method is recognised, not unrecognised."""
     path = tmp_path / "live_module.py"
     path.write_text(LIVE)
-    namespace: dict = {}
-    exec(compile(LIVE, str(path), "exec"), namespace)
-    owner, _, name = qualname.rpartition(".")
-    function = getattr(namespace[owner], name) if owner else namespace[name]
-    function = getattr(function, "__wrapped__", function)
-    assert function_fingerprint(function) == source_fingerprint(LIVE, qualname) is not None
+    module = ModuleType("live_module")
+    exec(compile(LIVE, str(path), "exec"), vars(module))
+    owner_name, _, _ = qualname.rpartition(".")
+    owner = getattr(module, owner_name) if owner_name else module
+    known = KnownFunction("some_fix", f"live_module.py:{qualname}", ("0.7.1",), (), "verl #1", "something fails")
+    table = {known.source: {"0.7.1": source_fingerprint(LIVE, qualname)}}
+    monkeypatch.setattr("npu_shim.recognition.known_code", lambda: table)
+    assert table[known.source]["0.7.1"] is not None
+    judged = known.judge(owner)
+    assert (judged.verdict, judged.releases) == ("missing", "0.7.1"), judged.reason
 
 
 def test_a_function_without_a_source_file_has_no_fingerprint():

@@ -4,7 +4,7 @@ Every interpreter that sees a PYTHONPATH runs the ``sitecustomize.py`` on it, so
 a container's second Python, a system ``python3`` or a pyenv Python of the same
 minor version run the shim's too. They must start silently and get nothing added
 to their ``sys.path``. The interpreters are the ones pyenv holds on these
-machines; an absent one is skipped.
+machines; without one a test fails under CI and is listed as not run elsewhere (``helpers.lacking``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import PYENV_ROOT, ROOT, SHIM_VIA, clean_env, pyenv_python
+from helpers import ROOT, SHIM_VIA, clean_env, lacking, pyenv_python
 
 OLD = ["2.7.18", "3.6.15", "3.7.16", "3.8.18", "3.9.18"]  # older than npu_shim's minimum, 3.10
 SUPPORTED = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"]
@@ -70,7 +70,7 @@ def test_a_python_of_the_same_minor_version_in_another_environment_gets_nothing(
     shim_python, site = installed_shim
     other = sys.executable if python == "test runner's venv" else python
     if not Path(other).exists():
-        pytest.skip(f"{other} is absent")
+        lacking(f"{other} is absent")
     versions = {
         subprocess.run(
             [str(run), "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=True
@@ -78,7 +78,7 @@ def test_a_python_of_the_same_minor_version_in_another_environment_gets_nothing(
         for run in (shim_python, other)
     }
     if len(versions) != 1:
-        pytest.skip(f"{other} is not the minor version of the shim's venv")
+        lacking(f"{other} is not of the minor version of the shim's venv")
     assert_nothing_added(other, site / "npu_shim" / "bootstrap", tmp_path)
 
 
@@ -225,21 +225,27 @@ def test_a_python_3_9_venv_runs_the_sitecustomize_in_its_site_packages(tmp_path)
 OTHERS = ["3.11.7", "3.12.1", "3.13.0", "3.10.13", "3.9.18", "3.6.15", "2.7.18"]
 
 
-def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran(tmp_path):
-    """Each interpreter writes bytecode of the bootstrap it imports; pip removes only its own interpreter's."""
+def install(tmp_path: Path, *options: str) -> tuple[list[str], Path, Path]:
+    """npu_shim pip-installed (with ``options``) into a new venv: (the pip command for that venv, its python, its
+    site-packages)."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(python)]
-    subprocess.run([*pip, "install", "-q", "--no-deps", str(ROOT)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [*pip, "install", "-q", "--no-deps", *options, str(ROOT)], check=True, capture_output=True, timeout=300
+    )
     site = Path(run_in(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
     assert (site / "npu_shim").is_dir()
+    return pip, python, site
+
+
+def start_each(interpreters: list[Path], site: Path, tmp_path: Path) -> None:
+    """Each interpreter started with the installed bootstrap on PYTHONPATH, alone and before a later sitecustomize."""
     bootstrap = site / "npu_shim" / "bootstrap"
     own = tmp_path / "own"
     own.mkdir()
     (own / "sitecustomize.py").write_text("OWN = True\n")
-    interpreters = [python] + [p for p in map(pyenv_or_none, OTHERS) if p is not None]
-    assert len(interpreters) > 2, "no interpreter but the shim's own to try"
     for interpreter in interpreters:
         for pythonpath in ([bootstrap], [bootstrap, own]):  # the chain to a later sitecustomize too
             completed = subprocess.run(
@@ -252,6 +258,12 @@ def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran
                 check=False,
             )
             assert (completed.returncode, completed.stderr) == (0, ""), interpreter
+
+
+def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran(tmp_path):
+    """Each interpreter writes bytecode of the bootstrap it imports; pip removes only its own interpreter's."""
+    pip, python, site = install(tmp_path)
+    start_each([python, *map(pyenv_python, OTHERS)], site, tmp_path)
     subprocess.run([*pip, "uninstall", "-q", "-y", "npu-shim"], check=True, capture_output=True, timeout=300)
     # not a file, nor an empty directory (an empty npu_shim/ would still import, as a namespace package)
     leftovers = sorted(str(path.relative_to(site)) for top in site.glob("npu_shim*") for path in [top, *top.rglob("*")])
@@ -259,9 +271,20 @@ def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran
     assert run_in(python, "import importlib.util; print(importlib.util.find_spec('npu_shim'))") == "None"
 
 
-def pyenv_or_none(version: str) -> Path | None:
-    python = PYENV_ROOT / "versions" / version / "bin" / "python"
-    return python if python.exists() else None
+def test_other_interpreters_leave_an_installed_bootstrap_as_they_found_it(tmp_path):
+    """Installed without bytecode, as uv installs: every file and directory there is one the installer made, which an
+    uninstaller removes. Other interpreters write bytecode of the bootstrap (Python 2 beside the source, 3.x in a
+    ``__pycache__`` they make): each takes it away again, the directory too, or an uninstaller that removes what it
+    installed (uv's) leaves ``npu_shim/`` behind, and ``import npu_shim`` finds an empty namespace package."""
+
+    def tree(site: Path) -> list[str]:
+        return sorted(str(path.relative_to(site)) for top in site.glob("npu_shim*") for path in [top, *top.rglob("*")])
+
+    _, _, site = install(tmp_path, "--no-compile")
+    installed = tree(site)
+    assert not [path for path in installed if "__pycache__" in path or path.endswith(".pyc")]
+    start_each(list(map(pyenv_python, OTHERS)), site, tmp_path)
+    assert sorted(set(tree(site)) ^ set(installed)) == [], "made or removed by other interpreters"
 
 
 def run_in(python: Path, code: str) -> str:

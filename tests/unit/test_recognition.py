@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -12,8 +14,9 @@ import pytest
 from helpers import ROOT
 
 from npu_shim.changes import ChangeSet
-from npu_shim.fingerprint import source_fingerprint
-from npu_shim.recognition import DATA_FILE, KnownFunction, declared_functions, known_code, replaced_name
+from npu_shim.fingerprint import function_fingerprint, source_fingerprint
+from npu_shim.fixes import NATIVE, NOT_APPLICABLE
+from npu_shim.recognition import DATA_FILE, MISSING, KnownFunction, declared_functions, known_code, replaced_name
 
 OLD = "def build(x):\n    return x + 1\n"
 NEW = "def build(x):\n    return x + 2\n"
@@ -32,7 +35,6 @@ BUILD = KnownFunction(
 def test_the_table_holds_every_release_each_fix_names():
     """Editing a release out of known_code.json fails here (the matrix checks the installed release's code)."""
     table = json.loads((ROOT / "npu_shim" / DATA_FILE).read_text(encoding="utf-8"))
-    assert table["functions"] == known_code()
     for known in declared_functions():
         named = (*known.missing_in, *known.fixed_in)
         held = {release for release, fingerprint in table["functions"][known.source].items() if fingerprint}
@@ -41,6 +43,42 @@ def test_the_table_holds_every_release_each_fix_names():
     assert {known.source for known in declared_functions()} == set(table["functions"]), (
         "one entry per declared function"
     )
+
+
+def owner_of(known: KnownFunction, tmp_path: Path) -> object:
+    """A module or class whose attribute ``known`` looks at is a function of ours, read from a file."""
+    path = tmp_path / f"code_{len(list(tmp_path.iterdir()))}.py"
+    path.write_text(f"def {known.attribute}(*args):\n    return args\n")
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    owner_name = known.qualname.rpartition(".")[0]
+    if owner_name:
+        return type(owner_name, (), {known.attribute: namespace[known.attribute]})
+    module = ModuleType("verl_module")
+    setattr(module, known.attribute, namespace[known.attribute])
+    return module
+
+
+@pytest.mark.parametrize("known", declared_functions(), ids=lambda known: known.fix)
+def test_each_releases_code_is_judged_as_its_fix_names_that_release(known, tmp_path, monkeypatch):
+    """Code the table holds for a release, judged as at run time: missing only where the fix names the release as
+    lacking the change, native only where it names it as having it. A release without the change whose code is the
+    same as one with it (or a table entry that takes another release's code) makes one of them judged wrongly."""
+    table = known_code()[known.source]
+    code = owner_of(known, tmp_path)
+    ours = function_fingerprint(vars(code)[known.attribute])
+    for release, fingerprint in table.items():
+        if fingerprint is None:  # no such function in that release: nothing to judge
+            continue
+        # the function stands for this release's code: every release with that code gets its fingerprint
+        as_release = {
+            other: ours if known_print == fingerprint else known_print for other, known_print in table.items()
+        }
+        monkeypatch.setattr("npu_shim.recognition.known_code", lambda as_release=as_release: {known.source: as_release})
+        monkeypatch.setitem(sys.modules, "verl", SimpleNamespace(__version__=release))
+        expected = MISSING if release in known.missing_in else NATIVE if release in known.fixed_in else NOT_APPLICABLE
+        judged = known.judge(code)
+        assert judged.verdict == expected, (release, judged.reason)
 
 
 @pytest.fixture
@@ -121,3 +159,66 @@ def test_npu_shims_own_function_bound_by_another_fix_is_not_verls(verl_module):
     ours.__npu_shim__ = True
     module.build = ours
     assert BUILD.judge(module).reason.endswith("is npu_shim's own: this verl has none of its own")
+
+
+# -- scripts/fingerprints.py, on synthetic wheels: nothing of verl's is downloaded or copied ------------------------
+
+GENERATOR = ROOT / "scripts" / "fingerprints.py"
+
+
+def module_text(qualnames: list[str], returned: int) -> str:
+    """A module defining each ``qualname`` (``f`` or ``Class.method``), each returning ``returned``."""
+    classes: dict[str, list[str]] = {}
+    for qualname in qualnames:
+        owner, _, name = qualname.rpartition(".")
+        classes.setdefault(owner, []).append(name)
+    text = "".join(f"def {name}(*args):\n    return {returned}\n\n" for name in classes.pop("", []))
+    for owner, names in classes.items():
+        text += f"class {owner}:\n" + "".join(f"    def {name}(self):\n        return {returned}\n" for name in names)
+    return text
+
+
+def synthetic_wheel(directory: Path, release: str, files: dict[str, str]) -> Path:
+    wheel = directory / f"verl-{release}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("verl/__init__.py", f"__version__ = {release!r}\n")
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return wheel
+
+
+def generate(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(GENERATOR), *map(str, args)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_generator_reads_each_wheels_functions_and_names_what_a_release_lacks(tmp_path):
+    """Released wheels in, the table out: a wheel without the function's file, or without the function, gives null."""
+    files: dict[str, list[str]] = {}
+    for known in declared_functions():
+        files.setdefault(known.file, []).append(known.qualname)
+    wheels = [
+        synthetic_wheel(tmp_path, "0.6.0", {}),  # none of the files
+        synthetic_wheel(tmp_path, "0.7.1", dict.fromkeys(files, "x = 1\n")),  # the files, none of the functions
+        synthetic_wheel(tmp_path, "0.10.0", {member: module_text(names, 1) for member, names in files.items()}),
+        synthetic_wheel(tmp_path, "0.9.1", {member: module_text(names, 2) for member, names in files.items()}),
+    ]
+    table = tmp_path / "known_code.json"
+    written = generate(*wheels, "--table", table)
+    assert written.returncode == 0, written.stderr
+    generated = json.loads(table.read_text())
+    assert generated["releases"] == ["0.6.0", "0.7.1", "0.9.1", "0.10.0"], "by version, not by name"
+    assert list(generated["functions"]) == list(dict.fromkeys(known.source for known in declared_functions()))
+    for source, by_release in generated["functions"].items():
+        member, _, qualname = source.partition(":")
+        assert by_release["0.6.0"] is None and by_release["0.7.1"] is None, source
+        assert by_release["0.9.1"] == source_fingerprint(module_text(files[member], 2), qualname) is not None
+        assert by_release["0.10.0"] == source_fingerprint(module_text(files[member], 1), qualname) is not None
+        assert by_release["0.9.1"] != by_release["0.10.0"], source
+    written_text = table.read_text()
+    same = generate(*reversed(wheels), "--check", "--table", table)
+    assert same.returncode == 0 and "up to date" in same.stdout, same.stdout + same.stderr
+    stale = generate(*wheels[1:], "--check", "--table", table)
+    assert stale.returncode == 1 and "out of date" in stale.stdout, "a release missing from the wheels given"
+    assert table.read_text() == written_text, "--check writes nothing"

@@ -19,7 +19,6 @@ import sys
 from typing import Any, NoReturn
 
 SIMULATED = True
-__version__ = "2.13.0+npu_shim.simulated"
 
 
 def _autoload() -> None:
@@ -30,7 +29,10 @@ def _autoload() -> None:
 # `import torch` finds the entry point and calls _autoload on this half-initialised module.
 import torch  # noqa: E402
 
-from torch_npu import _C, _compute, npu  # noqa: E402, F401
+from torch_npu import _C, _compute, _torch_version, npu  # noqa: E402, F401
+
+# as a real torch_npu's names the torch it is built for (2.6.0.post3 for torch 2.6.0), marked as simulated
+__version__ = _torch_version.simulated_version(torch.__version__)
 
 
 def _no_tensors_in_default_mode(op: Any, *args: object, **kwargs: object) -> NoReturn:

@@ -615,6 +615,9 @@ def enable(device_module: ModuleType) -> None:
     global _enabled, DEVICE, _DEFAULT_STREAM
     if _enabled:
         return
+    from torch_npu import _torch_version
+
+    _torch_version.check(torch.__version__)  # before any private API of torch is touched
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
     _setup_privateuseone_for_python_backend(rename="npu", backend_module=device_module)
