@@ -134,30 +134,42 @@ nox.options.sessions = ["lint", "unit", "matrix", "real_mindspeed"]
 nox.options.error_on_missing_interpreters = True
 
 
+def cache_slot(session: nox.Session, name: str, requirements: list[str]) -> tuple[Path, Path]:
+    """Where the cached build of ``requirements`` named ``name`` lives (for this Python), and the marker a complete
+    build leaves there. Until that marker exists every build of ``name`` is removed, this one's partial build too."""
+    digest = hashlib.sha256("\n".join([sys.version, *requirements]).encode()).hexdigest()[:12]
+    directory = ENVS / f"{name}-{digest}"
+    ready = directory / ".complete"
+    if not ready.exists():
+        for stale in ENVS.glob(f"{name}-{'?' * len(digest)}"):  # not "verl-0.7.1-mcore0.12-..." for "verl-0.7.1"
+            session.log(f"removing stale environment {stale.name}")
+            shutil.rmtree(stale)
+    return directory, ready
+
+
+def uv_install(session: nox.Session, *arguments: str) -> None:
+    """``uv pip install --quiet`` from the one uv cache every environment hard-links from."""
+    uv = str(Path(sys.executable).with_name("uv"))
+    session.run(uv, "pip", "install", "--quiet", *arguments, env={"UV_CACHE_DIR": str(UV_CACHE)}, external=True)
+
+
 def cached_env(session: nox.Session, name: str, requirements: list[str]) -> Path:
     """Return the python of a cached virtualenv holding ``requirements``, building it if needed."""
-    digest = hashlib.sha256("\n".join([sys.version, *requirements]).encode()).hexdigest()[:12]
-    env = ENVS / f"{name}-{digest}"
+    env, ready = cache_slot(session, name, requirements)
     python = env / "bin" / "python"
-    ready = env / ".complete"
     if ready.exists():
         return python
-    for stale in ENVS.glob(f"{name}-{'?' * len(digest)}"):  # not "verl-0.7.1-mcore0.12-..." for "verl-0.7.1"
-        session.log(f"removing stale environment {stale.name}")
-        shutil.rmtree(stale)
     session.log(f"building {env.name}: {' '.join(requirements)}")
     # venv's own pip and setuptools stay: the unit tests pip-install the shim with them.
     session.run(sys.executable, "-m", "venv", str(env), external=True)
-    install = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--python", str(python)]
-    uv_env = {"UV_CACHE_DIR": str(UV_CACHE)}
     if TORCH in requirements:
         # From this disk or not at all: an index would offer a CUDA build of several GB under the same version.
         if not any(LOCAL_WHEELS.glob("torch-2.13.0+cpu-*.whl")):
             session.error(f"no CPU build of {TORCH} in {LOCAL_WHEELS}: not letting an index pick a CUDA build")
         local = ["--no-index", "--no-deps", "--find-links", str(LOCAL_WHEELS)]  # its dependencies come next
-        session.run(*install, *local, TORCH, env=uv_env, external=True)
+        uv_install(session, "--python", str(python), *local, TORCH)
     from_index = [requirement for requirement in requirements if requirement not in FROM_SDIST]
-    session.run(*install, *from_index, env=uv_env, external=True)
+    uv_install(session, "--python", str(python), *from_index)
     for requirement in sorted(FROM_SDIST.intersection(requirements)):
         install_from_sdist(session, python, requirement)
     ready.touch()
@@ -187,16 +199,10 @@ def install_from_sdist(session: nox.Session, python: Path, requirement: str) -> 
 
 def packages_dir(session: nox.Session, name: str, python: Path, requirements: list[str]) -> Path:
     """A cached folder holding ``requirements`` alone (no dependencies), for PYTHONPATH beside ``python``'s env."""
-    digest = hashlib.sha256("\n".join([sys.version, *requirements]).encode()).hexdigest()[:12]
-    target = ENVS / f"{name}-{digest}"
-    if (target / ".complete").exists():
-        return target
-    for stale in ENVS.glob(f"{name}-{'?' * len(digest)}"):
-        shutil.rmtree(stale)
-    install = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--no-deps"]
-    session.run(*install, "--python", str(python), "--target", str(target), *requirements,
-                env={"UV_CACHE_DIR": str(UV_CACHE)}, external=True)  # fmt: skip
-    (target / ".complete").touch()
+    target, ready = cache_slot(session, name, requirements)
+    if not ready.exists():
+        uv_install(session, "--no-deps", "--python", str(python), "--target", str(target), *requirements)
+        ready.touch()
     return target
 
 
