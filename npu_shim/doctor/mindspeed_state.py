@@ -25,7 +25,7 @@ logger = logging.getLogger("npu_shim")
 
 ADAPTOR = "mindspeed.megatron_adaptor"  # what verl imports `repatch` from
 # What MindSpeed core_r0.17.0 and core_r0.18.0 need besides themselves, installed in this order before MindSpeed:
-MEGATRON_ADAPTOR = "megatron_adaptor"  # MegatronAdaptor; their `mindspeed/__init__.py` is `import megatron_adaptor`
+MEGATRON_ADAPTOR = megatron_first.MODULE  # MegatronAdaptor; their `mindspeed/__init__.py` is `import megatron_adaptor`
 TRANSFORMER_ENGINE = "transformer_engine"  # TransformerEngineNPU
 INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed"
 PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
@@ -54,7 +54,7 @@ def installed() -> bool:
 def dependencies() -> dict[str, bool]:
     """Whether MegatronAdaptor and TransformerEngineNPU, which core_r0.17.0/core_r0.18.0 need, are found here."""
     return {
-        "megatron_adaptor_installed": _found(MEGATRON_ADAPTOR),
+        "megatron_adaptor_installed": megatron_first.installed(),
         "transformer_engine_installed": _found(TRANSFORMER_ENGINE),
     }
 
@@ -66,7 +66,7 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
     at the first import of Megatron only from start-up on); ``megatron_at_adaptor``: the Megatron modules already
     imported when the probe process first looked for ``megatron_adaptor`` (None: it never did).
     """
-    installed = _found(MEGATRON_ADAPTOR)
+    installed = megatron_first.installed()
     megatron = megatron_first.megatron_modules()
     if not installed or not megatron:
         first = None
@@ -125,7 +125,7 @@ def _transformer_engine_failure() -> dict[str, Any] | None:
     """Where MegatronAdaptor and MindSpeed are installed (the three-layer lines, core_r0.17.0 and core_r0.18.0, which
     need all three), whether TransformerEngineNPU imports. Megatron's own import of it is guarded: without it Megatron
     runs with no Transformer Engine, and verl's TE-spec models and MindSpeed 0.18's norms fail only when built."""
-    if not (installed() and _found(MEGATRON_ADAPTOR)):
+    if not (installed() and megatron_first.installed()):
         return None
     return _import(TRANSFORMER_ENGINE)[1]
 
