@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "activate", "activated_via"]
 
 BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file: it started this process
+VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
 # npu_shim.switches.SWITCHES:
 _SWITCHES = {"NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR"}
 

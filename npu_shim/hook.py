@@ -16,10 +16,11 @@ from types import ModuleType
 
 import wrapt
 
+from npu_shim.catalogue import apply_watching, fix_names, watched_modules
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import UNRECOGNISED, Outcome, apply_watching, fix_modules, watched_modules
 from npu_shim.layout import ENGINE_PACKAGE, read_layout
 from npu_shim.switches import switch, warn_once
+from npu_shim.verdicts import UNRECOGNISED, Outcome
 
 logger = logging.getLogger("npu_shim")
 
@@ -71,4 +72,4 @@ def on_module_imported(module: ModuleType) -> None:
 
 def _record(results: list[Outcome]) -> None:
     latest = {outcome.fix: outcome for outcome in [*outcomes, *results]}
-    outcomes[:] = [latest[fix.NAME] for fix in fix_modules() if fix.NAME in latest]
+    outcomes[:] = [latest[name] for name in fix_names() if name in latest]

@@ -15,8 +15,7 @@ import os
 import sys
 
 import npu_shim
-
-VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
+from npu_shim import VERL_MODULES
 
 
 def names_npu_shim(modules: str | None) -> bool:

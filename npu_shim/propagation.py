@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import npu_shim
-from npu_shim.import_route import VERL_MODULES
+from npu_shim import VERL_MODULES
 from npu_shim.switches import switch
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(npu_shim.__file__), "bootstrap")

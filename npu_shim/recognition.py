@@ -1,36 +1,54 @@
-"""The one decision every fix that recognises verl's code makes: apply, stand aside, or say it cannot tell.
+"""The one decision every fix that recognises verl's code makes, and the one step of a fix that rebinds.
 
 A fix declares a :class:`KnownFunction`: which verl function it looks at (its file in verl's
 wheel and its qualified name, the key into ``known_code.json``), the releases whose code
 lacks the change and those whose code has it. :meth:`KnownFunction.judge` reads the function
 off its owner (a module or a class) and returns a :class:`Judgement`:
 
-- npu_shim's own function there (another fix bound it): not applicable;
-- the code of a release without the change: missing (the fix applies it), or already applied
-  earlier in this process;
+- replaced by a fix earlier in this process (:mod:`npu_shim.originals` holds verl's): already applied;
+- other evidence than the code that verl has the change (``has_change``): native;
+- npu_shim's own function there (a fix bound a name verl lacks): not applicable;
+- the code of a release without the change: missing (the fix applies it), unless the fix says
+  this verl needs nothing (``needs_nothing``: the Megatron beside it takes what verl passes);
 - the code of a release with the change: native;
 - the code of any other known release: not applicable (that release does not need it);
-- code no release has, where the installed verl's version (or the fix, from verl's layout)
-  says the change is missing: unrecognised, a verl patched locally or a source not readable;
-  it is left as verl ships it, and the hook warns once with what follows;
+- code no release has, where the installed verl's version (or the fix's layout,
+  ``needed_on_any_version``) says the change is missing: unrecognised, a verl patched locally
+  or a source not readable; it is left as verl ships it, and the hook warns once with what follows;
 - otherwise: not applicable.
 
-``known_code.json`` is generated from the released wheels by ``scripts/fingerprints.py``.
+A fix that replaces one function declares a :class:`Rebinding` (a KnownFunction with its
+replacement and the words its outcome says), and :meth:`Rebinding.apply` is the whole fix: judge,
+rebind where missing, report. ``known_code.json`` is generated from the released wheels by
+``scripts/fingerprints.py``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from npu_shim import originals
+from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import function_fingerprint
-from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, UNRECOGNISED, Outcome, is_ours
 from npu_shim.layout import installed_verl_version
+from npu_shim.verdicts import (
+    ALREADY_APPLIED,
+    APPLIED,
+    MISSING,
+    NATIVE,
+    NOT_APPLICABLE,
+    UNRECOGNISED,
+    Outcome,
+    is_ours,
+    mark_as_ours,
+)
 
-MISSING = "missing"  # a judgement only: the change is missing from known code, and the fix applies it
 DATA_FILE = "known_code.json"
 
 
@@ -44,11 +62,6 @@ def known_code() -> dict[str, dict[str, str | None]]:
 def verl_release() -> str:
     """The installed verl's version without its local part (``0.7.1+ascend`` is 0.7.1), or ``""``."""
     return installed_verl_version().partition("+")[0]
-
-
-def replaced_name(attribute: str) -> str:
-    """Where a rebinding keeps verl's own function on its owner, for re-activations and the doctor."""
-    return f"__npu_shim_replaced_{attribute}__"
 
 
 def _listed(releases: tuple[str, ...] | list[str]) -> str:
@@ -73,7 +86,7 @@ class Judgement:
         return Outcome(self.fix, self.verdict, self.reason)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KnownFunction:
     fix: str  # the fix's NAME
     source: str  # the key into known_code.json: "verl/models/mcore/util.py:_build_npu_attn_mask"
@@ -82,6 +95,9 @@ class KnownFunction:
     change: str  # the upstream change, in words for a reason: "verl #7055"
     if_left: str  # what a verl that needs the change meets when it is not applied
     breaks_critic: bool = False  # left unapplied, a Megatron critic on an NPU fails (the doctor's problem)
+    has_change: Callable[[Any], str] | None = None  # evidence besides the code that verl has it: why, or ""
+    needs_nothing: Callable[[Any], str] | None = None  # why this verl, though it lacks the change, needs nothing; or ""
+    needed_on_any_version: bool = False  # reaching the code at all says the change is missing (the fix's layout)
 
     @property
     def file(self) -> str:
@@ -95,56 +111,78 @@ class KnownFunction:
     def attribute(self) -> str:
         return self.qualname.rpartition(".")[2]
 
+    @property
+    def module(self) -> str:
+        """The module the function is defined in: ``verl.models.mcore.util``."""
+        return self.file.removesuffix(".py").replace("/", ".")
+
+    def owner(self, module: str = "") -> Any:
+        """The module (or its class, for a method) the function is read from, as imported; None where there is none.
+
+        ``module``: another module that bound the function's name (by default the one defining it).
+        """
+        owner: Any = sys.modules.get(module or self.module)
+        for name in self.qualname.split(".")[:-1]:
+            owner = vars(owner).get(name) if owner is not None else None
+        return owner
+
     def releases(self, function: Any) -> list[str]:
         """The known releases whose code ``function`` is exactly (empty for anything else)."""
-        return self._releases_of(function_fingerprint(function))
+        return self._releases_of(function_fingerprint(function)) or []
 
-    def _releases_of(self, fingerprint: str | None) -> list[str]:
-        if fingerprint is None:
-            return []
-        return [release for release, known in known_code()[self.source].items() if known == fingerprint]
+    def original(self, owner: Any) -> Any:
+        """verl's own function on ``owner``, also once a fix has replaced it (None if there is none)."""
+        return originals.get_original(owner, self.attribute)
 
-    def shipped(self, owner: Any) -> Any:
-        """verl's own function on ``owner``, also once a fix has rebound the name (None if there is none)."""
-        namespace = vars(owner) if owner is not None else {}
-        return namespace.get(replaced_name(self.attribute), namespace.get(self.attribute))
+    def _releases_of(self, fingerprint: str | None) -> list[str] | None:
+        """The releases with that code; None where known_code.json has no entry for the function."""
+        table = known_code().get(self.source)
+        if table is None:
+            return None
+        return [release for release, known in table.items() if fingerprint is not None and known == fingerprint]
 
-    def rebind(self, owner: Any, replacement: Any, changes: Any) -> None:
-        """Bind ``replacement`` under the attribute, keeping verl's own beside it."""
-        changes.setattr(owner, replaced_name(self.attribute), vars(owner)[self.attribute])
-        changes.setattr(owner, self.attribute, replacement)
-
-    def judge(self, owner: Any, *, needed: bool | None = None) -> Judgement:  # noqa: PLR0911 - the docstring's list
-        """The verdict on ``owner``'s function; ``needed``: whether the change is missing, when the fix can tell
-        from verl's layout (by default the installed verl's version says so)."""
-        where = f"{getattr(owner, '__name__', owner)}.{self.attribute}"
-        current = vars(owner).get(self.attribute) if owner is not None else None
+    def judge(self, owner: Any) -> Judgement:  # noqa: PLR0911 - the module docstring's list
+        """The verdict on ``owner``'s function (see the module docstring)."""
+        if owner is None:
+            return Judgement(self.fix, NOT_APPLICABLE, f"verl has no {self.module}.{self.qualname}")
+        where = f"{owner.__name__}.{self.attribute}"
+        if originals.was_replaced(owner, self.attribute):
+            return Judgement(self.fix, ALREADY_APPLIED, f"{where} was replaced earlier in this process")
+        evidence = self.has_change(owner) if self.has_change else ""
+        if evidence:
+            return Judgement(self.fix, NATIVE, evidence)
+        current = vars(owner).get(self.attribute)
         if current is None:
             return Judgement(self.fix, NOT_APPLICABLE, f"verl has no {where}")
-        shipped = self.shipped(owner)
-        if is_ours(shipped):
-            return Judgement(self.fix, NOT_APPLICABLE, f"{where} is npu_shim's own: this verl has none of its own")
-        fingerprint = function_fingerprint(shipped)
-        releases = self._releases_of(fingerprint)
-        listed = _listed(releases)
-        if set(releases) & set(self.missing_in):
-            if is_ours(current):
-                return Judgement(self.fix, ALREADY_APPLIED, f"{where} was replaced earlier in this process", listed)
-            return Judgement(self.fix, MISSING, f"{where} (verl {listed}'s)", listed)
-        if set(releases) & set(self.fixed_in):
-            return Judgement(self.fix, NATIVE, f"{where} has {self.change} (the code of verl {listed})", listed)
         if is_ours(current):
-            return Judgement(self.fix, NOT_APPLICABLE, f"{where} is already npu_shim's (another fix rebound it)")
+            return Judgement(self.fix, NOT_APPLICABLE, f"{where} is npu_shim's own: this verl has none of its own")
+        fingerprint = function_fingerprint(current)
+        releases = self._releases_of(fingerprint)
+        listed = _listed(releases or [])
+        if releases and set(releases) & set(self.missing_in):
+            unneeded = self.needs_nothing(owner) if self.needs_nothing else ""
+            if unneeded:
+                return Judgement(self.fix, NOT_APPLICABLE, unneeded, listed)
+            return Judgement(self.fix, MISSING, f"{where} (verl {listed}'s)", listed)
+        if releases and set(releases) & set(self.fixed_in):
+            return Judgement(self.fix, NATIVE, f"{where} has {self.change} (the code of verl {listed})", listed)
         if releases:
             return Judgement(
                 self.fix, NOT_APPLICABLE, f"{where} is verl {listed}'s, which has no need of {self.change}"
             )
-        if needed is None:
-            needed = verl_release() in self.missing_in
-        if not needed:
+        if not (self.needed_on_any_version or verl_release() in self.missing_in):
             why = f"{where} is not the code of a verl release npu_shim knows; left as verl ships it"
             return Judgement(self.fix, NOT_APPLICABLE, why)
-        what = "its source could not be read" if fingerprint is None else "a local patch?"
+        unneeded = self.needs_nothing(owner) if self.needs_nothing else ""
+        if unneeded:
+            return Judgement(self.fix, NOT_APPLICABLE, unneeded)
+        what = (
+            f"npu_shim's {DATA_FILE} has no entry for it: reinstall npu_shim"
+            if releases is None
+            else "its source could not be read"
+            if fingerprint is None
+            else "a local patch?"
+        )
         why = (
             f"{where} is not the code of verl {_listed(self.missing_in)} ({what}): left as verl ships it, "
             f"without {self.change}, so {self.if_left}"
@@ -152,13 +190,33 @@ class KnownFunction:
         return Judgement(self.fix, UNRECOGNISED, why)
 
 
-def declared_functions() -> list[KnownFunction]:
-    """Every KnownFunction a fix module declares, in the order of the fixes."""
-    from npu_shim.fixes import fix_modules  # the fix modules import this one
+@dataclass(frozen=True, kw_only=True)
+class Rebinding(KnownFunction):
+    """A fix that replaces one verl function where its code is a release's without the change."""
 
-    return [value for fix in fix_modules() for value in vars(fix).values() if isinstance(value, KnownFunction)]
+    replacement: Callable[..., Any]
+    applied: str  # what the outcome adds once applied: "now builds the mask as bool"
+    bound_in: tuple[str, ...] = ()  # the modules whose name for it is rebound, the judged one first (default: its own)
 
+    def __post_init__(self) -> None:
+        mark_as_ours(self.replacement)  # so that the judgement, later activations and the doctor tell it from verl's
 
-def critic_fails_without(fix_name: str) -> bool:
-    """Whether a Megatron critic on an NPU fails where the fix ``fix_name`` is missing and not applied."""
-    return any(known.breaks_critic for known in declared_functions() if known.fix == fix_name)
+    def apply(self, target: object, changes: ChangeSet) -> Outcome:
+        """The whole fix: judge verl's function, rebind it where the change is missing, say what happened.
+
+        ``target`` is what the hook passes every fix; the function is read from ``sys.modules``, where the
+        hook runs after its module was imported.
+        """
+        owners = [self.owner(module) for module in self.bound_in or (self.module,)]
+        judged = self.judge(owners[0])
+        if judged.missing:
+            self.rebind(owners[0], changes)
+            for owner in owners[1:]:  # the same function, bound by another name: where it is verl's too
+                if self.judge(owner).missing:
+                    self.rebind(owner, changes)
+        return judged.outcome(self.applied)
+
+    def rebind(self, owner: Any, changes: ChangeSet) -> None:
+        """Bind the replacement under the attribute, keeping verl's own in :mod:`npu_shim.originals`."""
+        originals.keep(owner, self.attribute, changes)
+        changes.setattr(owner, self.attribute, self.replacement)

@@ -12,7 +12,7 @@ import re
 import shlex
 from typing import Any
 
-from npu_shim.import_route import VERL_MODULES
+from npu_shim import VERL_MODULES
 from npu_shim.propagation import bootstrap_dir, ray_runtime_env, verl_modules_runtime_env
 
 VERL_ROUTE = VERL_MODULES

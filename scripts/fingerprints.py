@@ -24,8 +24,9 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(CHECKOUT))
 
+from npu_shim.catalogue import declared_functions  # noqa: E402
 from npu_shim.fingerprint import source_fingerprint  # noqa: E402
-from npu_shim.recognition import DATA_FILE, declared_functions  # noqa: E402
+from npu_shim.recognition import DATA_FILE  # noqa: E402
 
 OUTPUT = CHECKOUT / "npu_shim" / DATA_FILE
 

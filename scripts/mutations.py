@@ -58,27 +58,26 @@ MUTATIONS = [
     Mutation(
         "recognition: a rebinding keeps verl's function but does not bind the replacement",
         "npu_shim/recognition.py",
-        "        changes.setattr(owner, self.attribute, replacement)\n",
+        "        changes.setattr(owner, self.attribute, self.replacement)\n",
         "",
     ),
     Mutation(
         "recognition: code no release has is 'not applicable' where the version says the change is missing",
         "npu_shim/recognition.py",
-        "            needed = verl_release() in self.missing_in\n",
-        "            needed = False\n",
+        "        if not (self.needed_on_any_version or verl_release() in self.missing_in):\n",
+        "        if not self.needed_on_any_version:\n",
     ),
     Mutation(
         "recognition: a release with the change taken for one without it",
         "npu_shim/recognition.py",
-        "        if set(releases) & set(self.missing_in):\n",
-        "        if set(releases) & {*self.missing_in, *self.fixed_in}:\n",
+        "        if releases and set(releases) & set(self.missing_in):\n",
+        "        if releases and set(releases) & {*self.missing_in, *self.fixed_in}:\n",
     ),
     Mutation(
-        "lm_engine_repatch: replace _init_device_mesh on a native verl, and report 'native'",
+        "lm_engine_repatch: an LM engine's own _init_device_mesh not taken as the change (judged by its __init__)",
         "npu_shim/fixes/lm_engine_repatch.py",
-        "        return Outcome(NAME, NATIVE, why)\n",
-        '        changes.setattr(engine_class, "_init_device_mesh", repatch_then_init_device_mesh(engine_class))\n'
-        "        return Outcome(NAME, NATIVE, why)\n",
+        "    has_change=repatches_in_mesh_init,\n",
+        "",
     ),
     Mutation(
         "lm_engine_repatch: keep verl's __init__ (two repatches, one after the mesh)",
@@ -315,8 +314,33 @@ MUTATIONS = [
     Mutation(
         "moe_layer_offset: #5580 applied where Megatron takes the keywords",
         "npu_shim/fixes/moe_layer_offset.py",
-        "    if judged.verdict in (UNRECOGNISED, MISSING) and takes_offset_keywords(module):\n",
-        "    if judged.verdict == UNRECOGNISED and takes_offset_keywords(module):\n",
+        "    needs_nothing=megatron_takes_the_keywords,\n",
+        "",
+    ),
+    Mutation(
+        "recognition: a second activation judges the function it replaced as verl's again (two rebindings)",
+        "npu_shim/recognition.py",
+        "        if originals.was_replaced(owner, self.attribute):\n",
+        "        if False:\n",
+    ),
+    Mutation(
+        "recognition: a function known_code.json lacks raises KeyError (every fix of the module reverted)",
+        "npu_shim/recognition.py",
+        "        table = known_code().get(self.source)\n",
+        "        table = known_code()[self.source]\n",
+    ),
+    Mutation(
+        "recognition: a rebinding leaves the name where the function is defined as verl's (vlm_mask_on_npu's util)",
+        "npu_shim/recognition.py",
+        "            for owner in owners[1:]:  # the same function, bound by another name: where it is verl's too\n",
+        "            for owner in ():\n",
+    ),
+    Mutation(
+        "originals: reverting a module's fixes keeps verl's function as replaced (judged already applied)",
+        "npu_shim/originals.py",
+        "    changes.on_revert(lambda: kept.__setitem__(attribute, earlier) "
+        "if earlier else kept.pop(attribute, None))\n",
+        "",
     ),
     Mutation(
         "chain: an empty __pycache__ of the bootstrap left behind (npu_shim/ then outlives an uninstall)",

@@ -167,13 +167,33 @@ def matrix_column() -> str:
     return release if megatron == "0.16.1" else f"{release}, megatron-core {megatron}"
 
 
-def run_doctor(pythonpath: Iterable[os.PathLike[str] | str], cwd: Path, *args: str, **env: str) -> tuple[Any, int]:
-    """``npu-shim doctor --json`` from a clean environment: its report and exit status.
+@dataclass(frozen=True)
+class DoctorRun:
+    report: dict[str, Any]
+    status: int  # the doctor's exit status
+    stderr: str
 
-    The doctor starts a probe interpreter: a session of its own, so that a timeout ends both.
+
+def doctor(env: Mapping[str, str], cwd: Path, *args: str, python: os.PathLike[str] | str = sys.executable,
+           entry: Iterable[str] = ("-m", "npu_shim")) -> DoctorRun:  # fmt: skip
+    """``npu-shim doctor --json`` started as ``python entry``: the one way every test runs the doctor.
+
+    In a session of its own, so that a timeout ends the probe it starts too. A traceback, or output that is not one
+    JSON object, fails the test: bad input gets a clear message from the doctor, never a traceback.
     """
-    completed = run_in_session(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args], clean_env(pythonpath, **env), cwd, 300
-    )
+    import pytest
+
+    completed = run_in_session([str(python), *entry, "doctor", "--json", *args], env, cwd, 300)
     assert "Traceback" not in completed.stderr, completed.stderr
-    return json.loads(completed.stdout), completed.returncode
+    try:
+        report = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"doctor --json printed no JSON object (exit {completed.returncode}):\n{completed.stdout}\n"
+                    f"{completed.stderr}")  # fmt: skip
+    return DoctorRun(report, completed.returncode, completed.stderr)
+
+
+def run_doctor(pythonpath: Iterable[os.PathLike[str] | str], cwd: Path, *args: str, **env: str) -> tuple[Any, int]:
+    """:func:`doctor` from a clean environment whose PYTHONPATH is ``pythonpath``: its report and exit status."""
+    run = doctor(clean_env(pythonpath, **env), cwd, *args)
+    return run.report, run.status

@@ -19,26 +19,14 @@ import sys
 from typing import Any
 
 import npu_shim
-import npu_shim.fixes
+from npu_shim.catalogue import FIXES, apply_watching, critic_fails_without, fix_names, watched_modules, watches
 from npu_shim.changes import ChangeSet
 from npu_shim.doctor import mindspeed_state
 from npu_shim.doctor.routes import names_at_fault
-from npu_shim.fixes import (
-    APPLIED,
-    NOT_APPLICABLE,
-    UNRECOGNISED,
-    Outcome,
-    apply_watching,
-    batch_invariant_repatch,
-    is_ours,
-    lm_engine_repatch,
-    value_engine,
-    watched_modules,
-    watches,
-)
+from npu_shim.fixes import lm_engine_repatch, mindspeed_line_repatch, value_engine
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
-from npu_shim.recognition import critic_fails_without
 from npu_shim.switches import switch
+from npu_shim.verdicts import APPLIED, NOT_APPLICABLE, UNRECOGNISED, Outcome, is_ours
 
 logger = logging.getLogger("npu_shim")
 
@@ -58,11 +46,6 @@ LAYOUTS = {
     "no mindspeed engine": "no MindSpeed engine: verl's MindSpeed engine module did not import",
     "unrecognised": "unrecognised: no value engine, and an LM engine npu_shim does not know",
 }
-
-
-def fix_names() -> list[str]:
-    """Every fix's NAME, in the order the hook applies them: a new fix is listed without editing this."""
-    return [fix.NAME for fix in npu_shim.fixes.fix_modules()]
 
 
 def _qualified(obj: Any) -> str:
@@ -120,8 +103,8 @@ def _layout_id(layout: VerlLayout) -> str:
         return "no keyed registry"
     native_value_engine = layout.registered(**value_engine.KEY)
     if native_value_engine is not None and not is_ours(native_value_engine):
-        repatch = batch_invariant_repatch.REPATCH
-        return "0.8.0" if "0.8.0" in repatch.releases(repatch.shipped(layout.mindspeed_impl)) else "native"
+        repatch = mindspeed_line_repatch.REPATCH
+        return "0.8.0" if "0.8.0" in repatch.releases(repatch.original(layout.mindspeed_impl)) else "native"
     lm_engine = getattr(layout.mindspeed_impl, lm_engine_repatch.CLASS_NAME, None)
     if lm_engine is None:
         return "no mindspeed engine"
@@ -129,7 +112,7 @@ def _layout_id(layout: VerlLayout) -> str:
     if own_mesh_init is not None and not is_ours(own_mesh_init):
         # both carry #5697 (the branch as its cherry-pick #5700); the version they report tells them apart
         return "release/v0.7.1" if layout.verl_version.startswith("0.7") else "pre-#6135 main"
-    if own_mesh_init is not None or lm_engine_repatch.LM_INIT.releases(lm_engine.__dict__.get("__init__")):
+    if own_mesh_init is not None or lm_engine_repatch.LM_INIT.releases(lm_engine_repatch.LM_INIT.original(lm_engine)):
         return "0.6/0.7"
     return "unrecognised"
 
@@ -147,7 +130,7 @@ def _would(layout: VerlLayout, import_errors: dict[str, str]) -> dict[str, tuple
     would: dict[str, tuple[str, str]] = {}
     for module_name in watched_modules():
         target = layout if module_name == ENGINE_PACKAGE else sys.modules.get(module_name)
-        names = [fix.NAME for fix in npu_shim.fixes.fix_modules() if watches(fix) == module_name]
+        names = [fix.NAME for fix in FIXES if watches(fix) == module_name]
         if target is None:
             would.update(dict.fromkeys(names, (NOT_APPLICABLE, _not_imported(module_name, import_errors))))
             continue
@@ -168,7 +151,7 @@ def _fixes(layout: VerlLayout, shim: dict[str, Any], import_errors: dict[str, st
     if shim["active"]:
         outcomes = {o.fix: o for o in sys.modules["npu_shim.hook"].outcomes}
         rows = []
-        for fix in npu_shim.fixes.fix_modules():
+        for fix in FIXES:
             outcome = outcomes.get(fix.NAME)
             if outcome is None:  # its module did not import, so the hook never ran on it
                 outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))

@@ -19,14 +19,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from npu_shim import originals
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.layout import VerlLayout
 from npu_shim.recognition import KnownFunction
+from npu_shim.verdicts import Outcome, is_ours, mark_as_ours
 
 NAME = "lm_engine_repatch"
 CLASS_NAME = "MindspeedEngineWithLMHead"
+
+
+def repatches_in_mesh_init(engine_class: type) -> str:
+    """Why verl's LM engine has the change whatever its ``__init__``: its own ``_init_device_mesh`` (``""`` if none)."""
+    own_mesh_init = vars(engine_class).get("_init_device_mesh")
+    if own_mesh_init is None or is_ours(own_mesh_init):
+        return ""
+    return f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697; #5700 on release/v0.7.1)"
+
+
 LM_INIT = KnownFunction(
     fix=NAME,
     source=f"verl/workers/engine/mindspeed/transformer_impl.py:{CLASS_NAME}.__init__",
@@ -35,7 +45,10 @@ LM_INIT = KnownFunction(
     change="the repatch before the device mesh (verl #5697)",
     if_left="at context-parallel size >= 2 the actor fails at its first forward on MindSpeed "
     "(its context-parallel ranks are not initialized)",
+    has_change=repatches_in_mesh_init,
+    needed_on_any_version=True,  # no _init_device_mesh of its own: the repatch is in __init__, after the mesh
 )
+KNOWN = (LM_INIT,)
 
 
 def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
@@ -48,25 +61,11 @@ def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
     return _init_device_mesh
 
 
-def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
-    engine_class = getattr(layout.mindspeed_impl, CLASS_NAME, None)
-    if engine_class is None:
-        return Outcome(NAME, NOT_APPLICABLE, f"verl has no {CLASS_NAME}")
-    own_mesh_init = engine_class.__dict__.get("_init_device_mesh")
-    if own_mesh_init is not None:
-        if is_ours(own_mesh_init):
-            return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME}._init_device_mesh was added earlier in this process")
-        why = f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697; #5700 on release/v0.7.1)"
-        return Outcome(NAME, NATIVE, why)
-    # No _init_device_mesh of its own: the repatch is in __init__, after the mesh, on any verl like this.
-    judged = LM_INIT.judge(engine_class, needed=True)
-    if not judged.missing:
-        return judged.outcome()
-    changes.delattr(engine_class, "__init__")
-    changes.setattr(engine_class, "_init_device_mesh", repatch_then_init_device_mesh(engine_class))
-    return Outcome(
-        NAME,
-        APPLIED,
-        f"{CLASS_NAME} (__init__ of verl {judged.releases}) now repatches in _init_device_mesh, once, "
-        "on a copy of the config",
-    )
+def apply(target: object, changes: ChangeSet) -> Outcome:
+    engine_class = LM_INIT.owner()
+    judged = LM_INIT.judge(engine_class)
+    if judged.missing:  # not a rebinding: verl's __init__ goes (Megatron's is inherited) and the mesh init comes
+        originals.keep(engine_class, "__init__", changes)
+        changes.delattr(engine_class, "__init__")
+        changes.setattr(engine_class, "_init_device_mesh", repatch_then_init_device_mesh(engine_class))
+    return judged.outcome("is dropped: the engine now repatches in _init_device_mesh, once, on a copy of the config")

@@ -28,25 +28,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from npu_shim.changes import ChangeSet
-from npu_shim.fixes import NOT_APPLICABLE, Outcome, mark_as_ours
-from npu_shim.layout import VerlLayout
-from npu_shim.recognition import KnownFunction
+from npu_shim.recognition import Rebinding
 
 NAME = "megatron_critic"
 CLASS_NAME = "MegatronEngineWithValueHead"
 FORWARD = "forward_step"
-# release/v0.7.1's file has PyPI 0.7.1's code here; 0.6.x and 0.7.0 pass neither keyword.
-VALUE_FORWARD = KnownFunction(
-    fix=NAME,
-    source=f"verl/workers/engine/megatron/transformer_impl.py:{CLASS_NAME}.{FORWARD}",
-    missing_in=("0.7.1",),
-    fixed_in=("0.8.0", "0.9.0", "0.9.1"),
-    change="verl #5870",
-    if_left="unless the local patch mends it, a Megatron critic's first value forward raises TypeError: "
-    "gptmodel_forward_no_padding() got an unexpected keyword argument 'enable_mtp'",
-    breaks_critic=True,
-)
 
 
 def value_forward_step(self: Any, batch_iter: Any, model: Any, postprocess_micro_batch_func: Any) -> tuple[Any, Any]:
@@ -71,14 +57,19 @@ def value_forward_step(self: Any, batch_iter: Any, model: Any, postprocess_micro
 
 
 value_forward_step.__qualname__ = f"{CLASS_NAME}.{FORWARD}"  # where it lives once applied
-mark_as_ours(value_forward_step)
 
-
-def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
-    engine_class = getattr(layout.megatron_impl, CLASS_NAME, None)
-    if engine_class is None:
-        return Outcome(NAME, NOT_APPLICABLE, f"verl has no {CLASS_NAME} (did verl's Megatron engine import?)")
-    judged = VALUE_FORWARD.judge(engine_class)
-    if judged.missing:
-        VALUE_FORWARD.rebind(engine_class, value_forward_step, changes)
-    return judged.outcome("now passes data_format, not enable_mtp")
+# release/v0.7.1's file has PyPI 0.7.1's code here; 0.6.x and 0.7.0 pass neither keyword.
+VALUE_FORWARD = Rebinding(
+    fix=NAME,
+    source=f"verl/workers/engine/megatron/transformer_impl.py:{CLASS_NAME}.{FORWARD}",
+    missing_in=("0.7.1",),
+    fixed_in=("0.8.0", "0.9.0", "0.9.1"),
+    change="verl #5870",
+    if_left="unless the local patch mends it, a Megatron critic's first value forward raises TypeError: "
+    "gptmodel_forward_no_padding() got an unexpected keyword argument 'enable_mtp'",
+    breaks_critic=True,
+    replacement=value_forward_step,
+    applied="now passes data_format, not enable_mtp",
+)
+KNOWN = (VALUE_FORWARD,)
+apply = VALUE_FORWARD.apply

@@ -21,24 +21,11 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from npu_shim.changes import ChangeSet
-from npu_shim.fixes import NOT_APPLICABLE, UNRECOGNISED, Outcome, mark_as_ours
-from npu_shim.recognition import MISSING, KnownFunction
+from npu_shim.recognition import Rebinding
 
 NAME = "moe_layer_offset"
 WATCHES = "verl.utils.megatron.router_replay_utils"
 UPSTREAM_NAME = "get_moe_num_layers_to_build"
-# release/v0.7.1's function is 0.8.0's (#5729).
-LAYER_COUNT = KnownFunction(
-    fix=NAME,
-    source=f"verl/utils/megatron/router_replay_utils.py:{UPSTREAM_NAME}",
-    missing_in=("0.7.1",),
-    fixed_in=("0.8.0", "0.9.0", "0.9.1"),
-    change="verl #5580",
-    if_left="unless the local patch mends it, every forward of a Megatron engine, actor and critic, raises "
-    "TypeError: get_transformer_layer_offset() got an unexpected keyword argument 'vp_stage'",
-    breaks_critic=True,
-)
 OFFSET_KEYWORDS = ("vp_stage", "pp_rank")
 
 
@@ -54,22 +41,33 @@ def moe_num_layers_to_build(config: Any, vp_stage: int | None = None, pp_rank: i
 
 
 moe_num_layers_to_build.__qualname__ = UPSTREAM_NAME  # where it lives once applied
-mark_as_ours(moe_num_layers_to_build)
 
 
-def takes_offset_keywords(module: ModuleType) -> bool:
+def megatron_takes_the_keywords(module: ModuleType) -> str:
+    """Why verl's 0.7.1 code needs nothing beside this megatron-core (``""`` where it does)."""
     offset_of = getattr(module, "get_transformer_layer_offset", None)
     try:
         taken = inspect.signature(offset_of).parameters
     except (TypeError, ValueError):
-        return False
-    return all(name in taken for name in OFFSET_KEYWORDS)
+        return ""
+    if all(name in taken for name in OFFSET_KEYWORDS):
+        return "this megatron-core's get_transformer_layer_offset takes both keywords"
+    return ""
 
 
-def apply(module: ModuleType, changes: ChangeSet) -> Outcome:
-    judged = LAYER_COUNT.judge(module)
-    if judged.verdict in (UNRECOGNISED, MISSING) and takes_offset_keywords(module):
-        return Outcome(NAME, NOT_APPLICABLE, "this megatron-core's get_transformer_layer_offset takes both keywords")
-    if judged.missing:
-        LAYER_COUNT.rebind(module, moe_num_layers_to_build, changes)
-    return judged.outcome("now passes get_transformer_layer_offset only what this Megatron takes")
+# release/v0.7.1's function is 0.8.0's (#5729).
+LAYER_COUNT = Rebinding(
+    fix=NAME,
+    source=f"verl/utils/megatron/router_replay_utils.py:{UPSTREAM_NAME}",
+    missing_in=("0.7.1",),
+    fixed_in=("0.8.0", "0.9.0", "0.9.1"),
+    change="verl #5580",
+    if_left="unless the local patch mends it, every forward of a Megatron engine, actor and critic, raises "
+    "TypeError: get_transformer_layer_offset() got an unexpected keyword argument 'vp_stage'",
+    breaks_critic=True,
+    needs_nothing=megatron_takes_the_keywords,
+    replacement=moe_num_layers_to_build,
+    applied="now passes get_transformer_layer_offset only what this Megatron takes",
+)
+KNOWN = (LAYER_COUNT,)
+apply = LAYER_COUNT.apply

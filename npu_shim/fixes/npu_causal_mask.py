@@ -12,23 +12,12 @@ caller, ``preprocess_bshd_engine`` in the same module, looks the name up at call
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
-from npu_shim.changes import ChangeSet
-from npu_shim.fixes import Outcome, mark_as_ours
-from npu_shim.recognition import KnownFunction
+from npu_shim.recognition import Rebinding
 
 NAME = "npu_causal_mask"
 WATCHES = "verl.models.mcore.util"
-MASK_BUILDER = KnownFunction(
-    fix=NAME,
-    source="verl/models/mcore/util.py:_build_npu_attn_mask",
-    missing_in=("0.8.0",),
-    fixed_in=("0.9.0", "0.9.1"),
-    change="verl #7055",
-    if_left="each padded forward on an NPU holds two float32 S x S tensors for its mask (8 GiB at 32k tokens)",
-)
 
 
 def build_npu_attn_mask(original_attention_mask: Any) -> Any:
@@ -43,11 +32,15 @@ def build_npu_attn_mask(original_attention_mask: Any) -> Any:
     return (~visible).unsqueeze(1).contiguous()
 
 
-mark_as_ours(build_npu_attn_mask)
-
-
-def apply(module: ModuleType, changes: ChangeSet) -> Outcome:
-    judged = MASK_BUILDER.judge(module)
-    if judged.missing:
-        MASK_BUILDER.rebind(module, build_npu_attn_mask, changes)
-    return judged.outcome("now builds the mask as bool")
+MASK_BUILDER = Rebinding(
+    fix=NAME,
+    source="verl/models/mcore/util.py:_build_npu_attn_mask",
+    missing_in=("0.8.0",),
+    fixed_in=("0.9.0", "0.9.1"),
+    change="verl #7055",
+    if_left="each padded forward on an NPU holds two float32 S x S tensors for its mask (8 GiB at 32k tokens)",
+    replacement=build_npu_attn_mask,
+    applied="now builds the mask as bool",
+)
+KNOWN = (MASK_BUILDER,)
+apply = MASK_BUILDER.apply

@@ -15,11 +15,12 @@ from typing import Any
 
 from npu_shim import mindspeed_line
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, mark_as_ours
 from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
+from npu_shim.verdicts import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, mark_as_ours
 
 NAME = "shared_repatch"
 UPSTREAM_NAME = "_mindspeed_repatch"
+KNOWN = ()  # it binds a name verl lacks: no code of verl's to recognise
 
 
 def mindspeed_repatch(engine_config: Any) -> None:
@@ -74,7 +75,3 @@ def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
         return Outcome(NAME, NATIVE, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} exists (verl >= 0.8.0)")
     changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
     return Outcome(NAME, APPLIED, f"bound {MINDSPEED_IMPL}.{UPSTREAM_NAME}")
-
-
-# The function the fixes that rebind it recognise (batch_invariant_repatch, mindspeed_line_repatch).
-REPATCH_SOURCE = f"verl/workers/engine/mindspeed/transformer_impl.py:{UPSTREAM_NAME}"

@@ -15,14 +15,15 @@ the exports.
 from __future__ import annotations
 
 from npu_shim.changes import ChangeSet
-from npu_shim.fixes import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
 from npu_shim.layout import MEGATRON_IMPL, VerlLayout
+from npu_shim.verdicts import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 
 NAME = "value_engine"
 CLASS_NAME = "MindspeedEngineWithValueHead"
 BASE_NAME = "MegatronEngineWithValueHead"
 KEY = {"model_type": "value_model", "backend": "megatron", "device": "npu"}
+KNOWN = ()  # it reads verl's registry, not verl's code
 
 
 def build_engine_class(value_head_engine: type, module_name: str) -> type:

@@ -14,25 +14,13 @@ is its one caller and imported it by name, and in ``verl.models.mcore.util``, to
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
 from typing import Any
 
-from npu_shim.changes import ChangeSet
-from npu_shim.fixes import Outcome, mark_as_ours
-from npu_shim.recognition import KnownFunction
+from npu_shim.recognition import Rebinding
 
 NAME = "vlm_mask_on_npu"
 WATCHES = "verl.models.mcore.model_forward"
 UTIL = "verl.models.mcore.util"
-MASK_BUILDER = KnownFunction(
-    fix=NAME,
-    source="verl/models/mcore/util.py:build_vlm_attn_mask_thd",
-    missing_in=("0.8.0", "0.9.0"),
-    fixed_in=("0.9.1",),
-    change="verl #7372",
-    if_left="a vision-language model on an NPU with use_remove_padding counts the padding as real tokens, silently",
-)
 
 
 def build_vlm_attn_mask_thd(input_ids: Any, pad_token_id: int | None = None) -> tuple[Any, Any]:
@@ -45,14 +33,16 @@ def build_vlm_attn_mask_thd(input_ids: Any, pad_token_id: int | None = None) -> 
     return padded, positions.unsqueeze(0) < lengths.unsqueeze(1)
 
 
-mark_as_ours(build_vlm_attn_mask_thd)
-
-
-def apply(model_forward: ModuleType, changes: ChangeSet) -> Outcome:
-    judged = MASK_BUILDER.judge(model_forward)
-    if judged.missing:
-        MASK_BUILDER.rebind(model_forward, build_vlm_attn_mask_thd, changes)
-        util = sys.modules.get(UTIL)
-        if util is not None and MASK_BUILDER.judge(util).missing:  # the same function, bound where it is defined
-            MASK_BUILDER.rebind(util, build_vlm_attn_mask_thd, changes)
-    return judged.outcome("now returns the mask on an NPU too")
+MASK_BUILDER = Rebinding(
+    fix=NAME,
+    source="verl/models/mcore/util.py:build_vlm_attn_mask_thd",
+    missing_in=("0.8.0", "0.9.0"),
+    fixed_in=("0.9.1",),
+    change="verl #7372",
+    if_left="a vision-language model on an NPU with use_remove_padding counts the padding as real tokens, silently",
+    replacement=build_vlm_attn_mask_thd,
+    applied="now returns the mask on an NPU too",
+    bound_in=(WATCHES, UTIL),  # its caller's name for it, judged, then where it is defined
+)
+KNOWN = (MASK_BUILDER,)
+apply = MASK_BUILDER.apply

@@ -9,7 +9,6 @@ the release of the running environment and chooses which expectations apply.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fixes_by_release, matrix_column, run_in_session
+from helpers import doctor, fixes_by_release, matrix_column
 
 from npu_shim.testing import simulated_npu_env  # a module of npu_shim: the shim stays inactive here
 
@@ -59,17 +58,8 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def _doctor(env: dict[str, str]) -> dict[str, Any]:
-    # not the checkout: only PYTHONPATH may make npu_shim importable; a session of its own, so that a
-    # timeout ends the probe the doctor starts too
-    process = run_in_session([sys.executable, "-m", "npu_shim", "doctor", "--json"], env, ROOT.parent, 300)
-    assert "Traceback" not in process.stderr, process.stderr
-    try:
-        report = json.loads(process.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(
-            f"doctor --json printed no JSON object (exit {process.returncode}):\n{process.stdout}\n{process.stderr}"
-        )
-    report["_returncode"] = process.returncode
+    run = doctor(env, ROOT.parent)  # not the checkout: only PYTHONPATH may make npu_shim importable
+    report = {**run.report, "_returncode": run.status}
     return report
 
 

@@ -50,11 +50,11 @@ VERL_0_8_0_SEMANTICS = {
 }
 VERDICTS = {  # per fix, with the shim active
     "0.6.1": {"shared_repatch": "applied", "value_engine": "applied", "lm_engine_repatch": "applied",
-              "batch_invariant_repatch": "not applicable", "mindspeed_line_repatch": "not applicable"},
+              "mindspeed_line_repatch": "not applicable"},
     "0.8.0": {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native",
-              "batch_invariant_repatch": "applied", "mindspeed_line_repatch": "not applicable"},
+              "mindspeed_line_repatch": "applied"},
     "0.9.1": {"shared_repatch": "native", "value_engine": "native", "lm_engine_repatch": "native",
-              "batch_invariant_repatch": "native", "mindspeed_line_repatch": "applied"},
+              "mindspeed_line_repatch": "applied"},
 }  # fmt: skip
 VERDICTS["0.7.1"] = VERDICTS["0.6.1"]
 VERDICTS["0.9.0"] = VERDICTS["0.9.1"]  # the same engine module; 0.9.1 differs elsewhere

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, clean_env, pyenv_python, run_in_session
+from helpers import ROOT, clean_env, doctor, pyenv_python
 
 from npu_shim.recognition import known_code
 from npu_shim.testing import simulated_npu_env
@@ -110,10 +110,8 @@ def test_a_patched_verl_is_named_and_left_as_it_ships_with_one_warning(patched_v
 
 
 def _doctor(env: dict[str, str]) -> dict[str, Any]:
-    process = run_in_session([sys.executable, "-m", "npu_shim", "doctor", "--json"], env, ROOT.parent, 300)
-    report = json.loads(process.stdout)
-    report["_returncode"] = process.returncode
-    return report
+    run = doctor(env, ROOT.parent)
+    return {**run.report, "_returncode": run.status}
 
 
 @needs_5870

@@ -222,7 +222,7 @@ def test_a_fault_in_one_modules_fixes_leaves_that_module_as_shipped_and_the_othe
     report = run.report
     assert report["util_function"] == "verl.models.mcore.util"  # the partial edit was undone
     assert "vlm_mask_on_npu" not in report["outcomes"]
-    engine_fixes = ("shared_repatch", "value_engine", "lm_engine_repatch", "batch_invariant_repatch")
+    engine_fixes = ("shared_repatch", "value_engine", "lm_engine_repatch", "mindspeed_line_repatch")
     assert {fix: report["outcomes"][fix] for fix in engine_fixes} == {fix: VERDICTS[fix] for fix in engine_fixes}
     assert report["outcomes"]["npu_causal_mask"] == VERDICTS["npu_causal_mask"]  # another module's fix
     assert run.stderr.count("npu_shim failed while patching verl.models.mcore.model_forward") == 1

@@ -473,7 +473,7 @@ def skip_fixes(names: list[str]) -> None:
     import importlib
 
     import npu_shim  # noqa: F401  (first, by its own name: importing a module of ours alone activates nothing)
-    from npu_shim.fixes import NOT_APPLICABLE, Outcome
+    from npu_shim.verdicts import NOT_APPLICABLE, Outcome
 
     for name in names:
         fix = importlib.import_module(f"npu_shim.fixes.{name}")

@@ -185,7 +185,7 @@ def test_the_shims_verdicts_are_the_same_on_real_mindspeed(runs):
     verdicts = {name: [(o["fix"], o["verdict"]) for o in runs[name]["outcomes"]] for name in ("real", "stand-in")}
     assert verdicts["real"] == verdicts["stand-in"]
     applied = {fix for fix, verdict in verdicts["real"] if verdict == "applied"}
-    expected = {"0.7.1": {"value_engine", "lm_engine_repatch", "megatron_critic"}, "0.8.0": {"batch_invariant_repatch"}}
+    expected = {"0.7.1": {"value_engine", "lm_engine_repatch", "megatron_critic"}, "0.8.0": {"mindspeed_line_repatch"}}
     assert expected[VERL] <= applied, verdicts["real"]
     if MEGATRON == "0.12":
         assert "moe_layer_offset" in applied  # PyPI 0.7.1 on megatron-core 0.12.1 lacks #5580

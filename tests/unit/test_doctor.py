@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, clean_env, run_doctor, run_in_session
+from helpers import ROOT, clean_env, doctor, run_doctor
 
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
 
@@ -149,9 +149,9 @@ def test_the_probe_runs_from_a_neutral_directory_not_the_callers(site, synthetic
 def test_verl_route_without_npu_shim_importable_is_a_problem_even_from_the_checkout(synthetic):
     """From the checkout `python -m npu_shim` finds the package; a worker, from any other directory, does not."""
     env = clean_env([synthetic("0.7.1")], VERL_USE_EXTERNAL_MODULES="npu_shim")
-    completed = run_in_session([sys.executable, "-m", "npu_shim", "doctor", "--json"], env, ROOT, 300)
-    report = json.loads(completed.stdout)
-    assert (completed.returncode, report["status"]) == (1, "problem")
+    run = doctor(env, ROOT)
+    report = run.report
+    assert (run.status, report["status"]) == (1, "problem")
     assert report["verl"] == {**report["verl"], "installed": True, "importable": False}
     assert report["verl"]["error"] == "ModuleNotFoundError: No module named 'npu_shim'"
     assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["works"] is False

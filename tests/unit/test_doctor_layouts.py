@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, clean_env
+from helpers import ROOT, DoctorRun, clean_env, doctor
 
 ALL_FIXES = (
     "shared_repatch",
     "value_engine",
     "lm_engine_repatch",
     "megatron_critic",  # a synthetic tree's forward_step is no release's code: not applicable on every layout
-    "batch_invariant_repatch",
     "mindspeed_line_repatch",
 )
 # Fixes of modules outside the engine package, and the module each watches: a synthetic tree has no
@@ -26,21 +24,13 @@ MODULE_FIXES = {
     "moe_layer_offset": "verl.utils.megatron.router_replay_utils",
 }
 # the shim's own repatch has #6674 and the MindSpeed-line mend; no synthetic tree holds 0.9.x's exact code
-BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable", "not applicable")
+BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable")
 
 
-def doctor_json(tree, cwd, *args: str) -> tuple[dict, subprocess.CompletedProcess]:
-    """``npu-shim doctor --json`` over a synthetic tree, and the finished process."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json", *args],
-        env=clean_env([ROOT, tree]),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return json.loads(completed.stdout), completed
+def doctor_json(tree, cwd, *args: str) -> tuple[dict, DoctorRun]:
+    """``npu-shim doctor --json`` over a synthetic tree, and the finished run."""
+    run = doctor(clean_env([ROOT, tree]), cwd, *args)
+    return run.report, run
 
 
 @pytest.mark.parametrize(
@@ -48,10 +38,10 @@ def doctor_json(tree, cwd, *args: str) -> tuple[dict, subprocess.CompletedProces
     [
         ("0.6", "0.6/0.7", BACKPORTED),
         ("0.7.1", "0.6/0.7", BACKPORTED),
-        ("release-0.7.1", "release/v0.7.1", ("applied", "applied", "native", *("not applicable",) * 3)),
-        ("main-pre-6135", "pre-#6135 main", ("applied", "applied", "native", *("not applicable",) * 3)),
-        ("0.9", "native", ("native",) * 3 + ("not applicable",) * 3),  # its repatch function is no release's
-        ("0.8-edited", "native", ("native", "native", "native", *("not applicable",) * 3)),
+        ("release-0.7.1", "release/v0.7.1", ("applied", "applied", "native", *("not applicable",) * 2)),
+        ("main-pre-6135", "pre-#6135 main", ("applied", "applied", "native", *("not applicable",) * 2)),
+        ("0.9", "native", ("native",) * 3 + ("not applicable",) * 2),  # its repatch function is no release's
+        ("0.8-edited", "native", ("native", "native", "native", *("not applicable",) * 2)),
     ],
 )
 def test_layout_id_and_verdicts(synthetic, tmp_path, layout, layout_id, verdicts):
@@ -65,24 +55,29 @@ def test_layout_id_and_verdicts(synthetic, tmp_path, layout, layout_id, verdicts
         fix: f"{module} did not import" for fix, module in MODULE_FIXES.items()
     }
     assert report["value_model_megatron_resolves"] is True
-    assert completed.returncode == 0, completed.stderr
+    assert completed.status == 0, completed.stderr
 
 
 def test_a_patched_lm_engine_is_named_in_the_report_and_the_text(synthetic, tmp_path):
     """A verl 0.7.1 whose LM engine __init__ was edited: the change is missing, the code is no release's."""
     env = clean_env([ROOT, synthetic("edited-0.7.1")])
-    doctor = [sys.executable, "-m", "npu_shim", "doctor"]
-    completed = subprocess.run(
-        [*doctor, "--json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
-    )
-    report = json.loads(completed.stdout)
+    completed = doctor(env, tmp_path)
+    report = completed.report
     assert report["layout"]["id"] == "unrecognised"
     verdicts = {fix["fix"]: fix["verdict"] for fix in report["fixes"]}
     assert (verdicts["value_engine"], verdicts["lm_engine_repatch"]) == ("applied", "unrecognised")
     # Only the actor at CP >= 2 fails without it: named, but the critic's engine is not judged a problem.
     assert report["unrecognised"] == [{"fix": "lm_engine_repatch", "breaks_critic": False}]
-    assert (report["status"], completed.returncode) == ("ok", 0)
-    text = subprocess.run(doctor, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert (report["status"], completed.status) == ("ok", 0)
+    text = subprocess.run(
+        [sys.executable, "-m", "npu_shim", "doctor"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     lines = [line.split(None, 1) for line in text.stdout.splitlines() if line.strip().startswith("unrecognised ")]
     assert lines == [
         ["unrecognised", "lm_engine_repatch: verl needs its change, in code npu_shim does not know; see its reason "
@@ -96,4 +91,4 @@ def test_a_patched_critic_forward_where_the_release_needs_the_change_is_a_proble
     assert {fix["fix"]: fix["verdict"] for fix in report["fixes"]}["megatron_critic"] == "unrecognised"
     assert report["unrecognised"] == [{"fix": "megatron_critic", "breaks_critic": True}]
     assert report["value_model_megatron_resolves"] is True  # the engine resolves; its first value forward fails
-    assert (report["status"], report["exit_code"], completed.returncode) == ("problem", 1, 1)
+    assert (report["status"], report["exit_code"], completed.status) == ("problem", 1, 1)

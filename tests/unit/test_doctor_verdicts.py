@@ -13,7 +13,7 @@ import time
 import types
 
 import pytest
-from helpers import ROOT, clean_env, run_doctor, run_in_session
+from helpers import ROOT, clean_env, doctor, run_doctor
 from synthetic_verl import MEGATRON_ADAPTOR, MINDSPEED_NEEDING_ADAPTOR, TRANSFORMER_ENGINE_NPU, write_files
 
 from npu_shim.doctor.render import render
@@ -300,9 +300,9 @@ def test_a_missing_wrapt_is_named_not_guessed(installed_shim, synthetic, tmp_pat
     """The installed shim's venv has no wrapt (installed --no-deps): the reason says so, as a fact."""
     python, _ = installed_shim
     env = clean_env([synthetic("0.7.1")], VERL_USE_EXTERNAL_MODULES="npu_shim")
-    completed = run_in_session([str(python), "-m", "npu_shim", "doctor", "--json"], env, tmp_path, 300)
-    report = json.loads(completed.stdout)
-    assert (completed.returncode, report["shim"]["hook_loaded"]) == (1, False), completed.stderr
+    run = doctor(env, tmp_path, python=python)
+    report = run.report
+    assert (run.status, report["shim"]["hook_loaded"]) == (1, False), run.stderr
     assert report["shim"]["reason"] == (
         "the shim's import hook did not load (wrapt is not installed here); verl runs unpatched"
     )
@@ -337,8 +337,7 @@ def test_the_doctor_suggests_one_bootstrap_however_it_is_started(site, synthetic
     env = clean_env([site, synthetic("0.7.1")])
     reasons = []
     for command in (["-m", "npu_shim"], [str(script)]):
-        completed = run_in_session([sys.executable, *command, "doctor", "--json"], env, ROOT, 300)
-        reasons.append(json.loads(completed.stdout)["routes"]["PYTHONPATH"]["reason"])
+        reasons.append(doctor(env, ROOT, entry=command).report["routes"]["PYTHONPATH"]["reason"])
     installed = site / "npu_shim" / "bootstrap"
     assert reasons == [f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={installed}:$PYTHONPATH)"] * 2
 

@@ -118,7 +118,14 @@ def test_a_live_function_is_judged_as_its_definition_in_the_file(tmp_path, monke
     exec(compile(LIVE, str(path), "exec"), vars(module))
     owner_name, _, _ = qualname.rpartition(".")
     owner = getattr(module, owner_name) if owner_name else module
-    known = KnownFunction("some_fix", f"live_module.py:{qualname}", ("0.7.1",), (), "verl #1", "something fails")
+    known = KnownFunction(
+        fix="some_fix",
+        source=f"live_module.py:{qualname}",
+        missing_in=("0.7.1",),
+        fixed_in=(),
+        change="verl #1",
+        if_left="something fails",
+    )
     table = {known.source: {"0.7.1": source_fingerprint(LIVE, qualname)}}
     monkeypatch.setattr("npu_shim.recognition.known_code", lambda: table)
     assert table[known.source]["0.7.1"] is not None

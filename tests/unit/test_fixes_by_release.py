@@ -18,13 +18,15 @@ from typing import Any
 import pytest
 from helpers import fixes_by_release
 
+from npu_shim.catalogue import declared_functions
 from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import function_fingerprint
-from npu_shim.fixes import APPLIED, is_ours, megatron_critic, moe_layer_offset, npu_causal_mask, vlm_mask_on_npu
-from npu_shim.recognition import KnownFunction, declared_functions, known_code
+from npu_shim.fixes import megatron_critic, mindspeed_line_repatch, moe_layer_offset, npu_causal_mask, vlm_mask_on_npu
+from npu_shim.recognition import KnownFunction, known_code
+from npu_shim.verdicts import APPLIED, is_ours
 
 COLUMNS = fixes_by_release()
-FIXES = [npu_causal_mask, vlm_mask_on_npu, moe_layer_offset, megatron_critic]
+FIXES = [npu_causal_mask, vlm_mask_on_npu, moe_layer_offset, megatron_critic, mindspeed_line_repatch]
 # get_transformer_layer_offset as each megatron-core of the table has it: 0.12.1 takes neither keyword (#5580)
 OFFSET = {
     "0.12.1": "def get_transformer_layer_offset(config):\n    return 0\n",
@@ -47,9 +49,10 @@ def load(path: Path, text: str) -> dict[str, Any]:
 def verl_as_released(fix: ModuleType, release: str, megatron: str, tmp_path: Path) -> tuple[Any, Any]:
     """(what ``fix.apply`` takes, the owner of the function) for that release's code beside that megatron-core."""
     known = declared(fix)
-    module = ModuleType(getattr(fix, "WATCHES", "verl.workers.engine.megatron.transformer_impl"))
+    module = ModuleType(known.bound_in[0] if known.bound_in else known.module)  # the module the fix judges
     offset = OFFSET["0.12.1" if megatron == "0.12.1" else "later"]
     module.get_transformer_layer_offset = load(tmp_path / "offset.py", offset)["get_transformer_layer_offset"]
+    module.repatch = lambda config: None  # MindSpeed's, bound by verl's module: the simulated NPU has MindSpeed
     owner: Any = module
     if "." in known.qualname:
         owner = type(known.qualname.partition(".")[0], (), {})
@@ -57,8 +60,7 @@ def verl_as_released(fix: ModuleType, release: str, megatron: str, tmp_path: Pat
     if known_code()[known.source].get(release) is not None:
         function = load(tmp_path / "code.py", f"def {known.attribute}(*args, **kwargs):\n    return args\n")
         setattr(owner, known.attribute, function[known.attribute])
-    target = SimpleNamespace(megatron_impl=module) if fix is megatron_critic else module
-    return target, owner
+    return module, owner
 
 
 @pytest.mark.parametrize("column", list(COLUMNS))
@@ -66,7 +68,7 @@ def verl_as_released(fix: ModuleType, release: str, megatron: str, tmp_path: Pat
 def test_the_fix_on_a_releases_code_does_what_the_table_says(fix, column, tmp_path, monkeypatch):
     release, _, megatron = column.partition(", megatron-core ")
     known = declared(fix)
-    target, owner = verl_as_released(fix, release, megatron, tmp_path)
+    module, owner = verl_as_released(fix, release, megatron, tmp_path)
     shipped = vars(owner).get(known.attribute)
     table = dict(known_code())
     released = table[known.source].get(release)
@@ -75,11 +77,11 @@ def test_the_fix_on_a_releases_code_does_what_the_table_says(fix, column, tmp_pa
         table[known.source] = {other: ours if code == released else code for other, code in table[known.source].items()}
     monkeypatch.setattr("npu_shim.recognition.known_code", lambda: table)
     monkeypatch.setitem(sys.modules, "verl", SimpleNamespace(__version__=release))
-    monkeypatch.setitem(sys.modules, moe_layer_offset.WATCHES, target if fix is moe_layer_offset else ModuleType("x"))
-    monkeypatch.delitem(sys.modules, vlm_mask_on_npu.UTIL, raising=False)
+    monkeypatch.delitem(sys.modules, vlm_mask_on_npu.UTIL, raising=False)  # (vlm_mask_on_npu's second name for it)
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # where the fix reads it: imported, as at run time
     changes = ChangeSet()
     try:
-        outcome = fix.apply(target, changes)
+        outcome = fix.apply(module, changes)
         assert outcome.verdict == COLUMNS[column][fix.NAME], outcome.reason
         now = vars(owner).get(known.attribute)
         assert is_ours(now) == (outcome.verdict == APPLIED), "rebound exactly where applied"

@@ -58,8 +58,7 @@ def test_value_engine_is_injected_and_both_engines_repatch_once_before_the_mesh(
         "value_engine": "applied",
         "lm_engine_repatch": "applied",
         "megatron_critic": "not applicable",  # a synthetic tree, not 0.7.1's exact code
-        "batch_invariant_repatch": "not applicable",  # the shim's own _mindspeed_repatch has #6674
-        "mindspeed_line_repatch": "not applicable",  # and is the MindSpeed-line aware one
+        "mindspeed_line_repatch": "not applicable",  # the shim's own _mindspeed_repatch has #6674 and the mend
     }
     expected_call = {"attention_backend": "AttnBackend.flash", "use_flash_attn": "True"}
     for model_type in ("value_model", "language_model"):
@@ -115,8 +114,7 @@ def test_native_verl_is_left_alone(synthetic, run_with):
         "value_engine": "native",
         "lm_engine_repatch": "native",
         "megatron_critic": "not applicable",  # a synthetic tree, not 0.8.0's exact code
-        "batch_invariant_repatch": "not applicable",  # nor 0.9.x's: recognised by their code, not by their names
-        "mindspeed_line_repatch": "not applicable",
+        "mindspeed_line_repatch": "not applicable",  # nor 0.9.x's: recognised by their code, not by their names
     }
     assert "Traceback" not in run.stderr
 
@@ -128,7 +126,7 @@ def test_a_repatch_function_it_does_not_know_is_left_alone(synthetic, run_with):
     print(__import__("json").dumps(transformer_impl._mindspeed_repatch.__module__))
     """
     run = run_with(code, synthetic("0.8-edited"))
-    verdict, reason = run.report["outcomes"]["batch_invariant_repatch"]
+    verdict, reason = run.report["outcomes"]["mindspeed_line_repatch"]
     where = "verl.workers.engine.mindspeed.transformer_impl._mindspeed_repatch"
     assert (verdict, reason) == (
         "not applicable",
@@ -236,14 +234,15 @@ print(", ".join(release for release, known in known_code()[LM_INIT.source].items
 RECOGNISE = """
 import json, sys
 from npu_shim.fingerprint import source_fingerprint
-from npu_shim.fixes.shared_repatch import REPATCH_SOURCE
-from npu_shim.recognition import known_code, replaced_name
+from npu_shim.fixes.mindspeed_line_repatch import REPATCH
+from npu_shim.originals import get_original
+from npu_shim.recognition import known_code
 fingerprint = source_fingerprint(open({path!r}).read(), "_mindspeed_repatch")
-known_code()[REPATCH_SOURCE].update(dict.fromkeys({releases!r}, fingerprint))
+known_code()[REPATCH.source].update(dict.fromkeys({releases!r}, fingerprint))
 import verl.workers.engine
 from verl.workers.engine.mindspeed import transformer_impl as impl
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
-kept = vars(impl)[replaced_name("_mindspeed_repatch")]
+kept = get_original(impl, "_mindspeed_repatch")
 print(json.dumps({{"rebound": impl._mindspeed_repatch is mindspeed_repatch,
                    "kept": kept.__code__.co_filename == impl.__file__}}))
 """
@@ -252,7 +251,7 @@ print(json.dumps({{"rebound": impl._mindspeed_repatch is mindspeed_repatch,
 @pytest.mark.parametrize(
     ("module", "releases", "layout"),
     [
-        ("batch_invariant_repatch", ["0.8.0"], "0.8-edited"),
+        ("mindspeed_line_repatch", ["0.8.0"], "0.8-edited"),
         ("mindspeed_line_repatch", ["0.9.0", "0.9.1"], "0.9"),
     ],
 )

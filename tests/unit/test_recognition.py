@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -13,22 +14,32 @@ from types import ModuleType, SimpleNamespace
 import pytest
 from helpers import ROOT
 
+from npu_shim.catalogue import declared_functions
 from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import function_fingerprint, source_fingerprint
-from npu_shim.fixes import NATIVE, NOT_APPLICABLE
-from npu_shim.recognition import DATA_FILE, MISSING, KnownFunction, declared_functions, known_code, replaced_name
+from npu_shim.originals import get_original, was_replaced
+from npu_shim.recognition import DATA_FILE, KnownFunction, Rebinding, known_code
+from npu_shim.verdicts import MISSING, NATIVE, NOT_APPLICABLE
 
 OLD = "def build(x):\n    return x + 1\n"
 NEW = "def build(x):\n    return x + 2\n"
 OTHER = "def build(x):\n    return x\n"  # a known release that does not need the change
 PATCHED = "def build(x):\n    return x + 1  # a local patch:\n    print(x)\n"
-BUILD = KnownFunction(
+
+
+def adds_one(x: int) -> int:
+    return x + 1
+
+
+BUILD = Rebinding(
     fix="some_fix",
     source="verl/some.py:build",
     missing_in=("0.7.1",),
     fixed_in=("0.8.0",),
     change="verl #1",
     if_left="something fails",
+    replacement=adds_one,
+    applied="now adds 2",
 )
 
 
@@ -65,6 +76,7 @@ def test_each_releases_code_is_judged_as_its_fix_names_that_release(known, tmp_p
     lacking the change, native only where it names it as having it. A release without the change whose code is the
     same as one with it (or a table entry that takes another release's code) makes one of them judged wrongly."""
     table = known_code()[known.source]
+    known = dataclasses.replace(known, needs_nothing=None)  # the code's verdict; what Megatron or MindSpeed add: below
     code = owner_of(known, tmp_path)
     ours = function_fingerprint(vars(code)[known.attribute])
     for release, fingerprint in table.items():
@@ -101,21 +113,77 @@ def verl_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return load
 
 
-def test_the_releases_code_without_the_change_is_missing_and_applied_once(verl_module):
+def test_the_releases_code_without_the_change_is_missing_and_applied_once(verl_module, monkeypatch):
     module = verl_module(OLD)
+    shipped = module.build
     judged = BUILD.judge(module)
     assert (judged.verdict, judged.releases) == ("missing", "0.7.1")
-    replacement = lambda x: x  # noqa: E731
-    replacement.__npu_shim__ = True
+    monkeypatch.setitem(sys.modules, "verl.some", module)  # where the fix reads it, as at run time
     changes = ChangeSet()
-    BUILD.rebind(module, replacement, changes)
-    assert module.build is replacement
+    outcome = BUILD.apply(None, changes)
+    assert (outcome.verdict, outcome.reason) == ("applied", f"{module.__name__}.build (verl 0.7.1's) now adds 2")
+    assert module.build is adds_one
+    assert get_original(module, "build") is shipped, "verl's own, in the one registry"
     assert BUILD.judge(module).verdict == "already applied"
-    assert BUILD.judge(module).outcome().verdict == "already applied"
-    assert judged.outcome("now adds 2").reason == f"{module.__name__}.build (verl 0.7.1's) now adds 2"
+    assert BUILD.apply(None, changes).verdict == "already applied"
+    assert module.build is adds_one
     changes.revert()
-    assert BUILD.judge(module).verdict == "missing", "reverted: verl's own function, and nothing kept beside it"
-    assert not hasattr(module, replaced_name("build"))
+    assert module.build is shipped
+    assert BUILD.judge(module).verdict == "missing", "reverted: verl's own function, and nothing kept for it"
+    assert not was_replaced(module, "build")
+
+
+def test_a_reverted_rebinding_leaves_nothing_recorded(verl_module, monkeypatch):
+    """After a revert the owner is as if never touched: npu_shim's function bound there later (as shared_repatch
+    binds a name verl lacks) is npu_shim's own, not a replacement of verl's, and nothing of verl's is kept."""
+    module = verl_module(OLD)
+    monkeypatch.setitem(sys.modules, "verl.some", module)
+    changes = ChangeSet()
+    BUILD.apply(None, changes)
+    changes.revert()
+    module.build = adds_one
+    assert not was_replaced(module, "build")
+    assert get_original(module, "build") is adds_one
+    assert BUILD.judge(module).reason.endswith("is npu_shim's own: this verl has none of its own")
+
+
+def test_a_function_bound_by_two_names_is_rebound_under_both(verl_module, monkeypatch):
+    """vlm_mask_on_npu: verl's caller imported the function by name; both names get the replacement, and both
+    are verl's own again after a revert."""
+    defining, caller = verl_module(OLD), verl_module("build = None  # bound below, as `from verl.some import build`\n")
+    caller.build = defining.build
+    monkeypatch.setitem(sys.modules, "verl.some", defining)
+    monkeypatch.setitem(sys.modules, "verl.caller", caller)
+    shipped = defining.build
+    both = dataclasses.replace(BUILD, bound_in=("verl.caller", "verl.some"))
+    changes = ChangeSet()
+    assert both.apply(None, changes).reason == f"{caller.__name__}.build (verl 0.7.1's) now adds 2"
+    assert (caller.build, defining.build) == (adds_one, adds_one)
+    changes.revert()
+    assert (caller.build, defining.build) == (shipped, shipped)
+
+
+def test_a_module_imported_afresh_is_judged_afresh(verl_module, monkeypatch):
+    """verl's own function bound again over npu_shim's (a reload) is verl's: missing, not already applied."""
+    module = verl_module(OLD)
+    monkeypatch.setitem(sys.modules, "verl.some", module)
+    changes = ChangeSet()
+    BUILD.apply(None, changes)
+    exec(compile(OLD, module.__file__, "exec"), vars(module))  # what importlib.reload does to the module
+    assert BUILD.judge(module).verdict == "missing"
+    assert BUILD.apply(None, changes).verdict == "applied"
+    assert module.build is adds_one
+    changes.revert()
+
+
+def test_a_function_the_table_lacks_is_a_verdict_not_an_error(verl_module, monkeypatch):
+    """A declaration without an entry in known_code.json (a broken install) is judged unrecognised where the
+    version says the change is missing, and not applicable elsewhere: no KeyError reverts the module's fixes."""
+    monkeypatch.setattr("npu_shim.recognition.known_code", lambda: {})
+    judged = BUILD.judge(verl_module(OLD, "0.7.1"))
+    assert judged.verdict == "unrecognised"
+    assert "known_code.json has no entry for it" in judged.reason
+    assert BUILD.judge(verl_module(OLD, "0.8.0")).verdict == "not applicable"
 
 
 @pytest.mark.parametrize(
@@ -140,7 +208,24 @@ def test_the_fix_can_say_the_change_is_missing_where_the_version_cannot(verl_mod
     """lm_engine_repatch: verl's layout says so (no _init_device_mesh), whatever the version."""
     module = verl_module(PATCHED, "0.8.0.dev")
     assert BUILD.judge(module).verdict == "not applicable"
-    assert BUILD.judge(module, needed=True).verdict == "unrecognised"
+    assert dataclasses.replace(BUILD, needed_on_any_version=True).judge(module).verdict == "unrecognised"
+
+
+@pytest.mark.parametrize("source", [OLD, PATCHED])
+def test_a_fix_can_say_this_verl_needs_nothing_and_that_verl_has_the_change(verl_module, source):
+    """moe_layer_offset: the Megatron beside verl takes what verl passes; lm_engine_repatch: verl's layout has it."""
+    module = verl_module(source)
+    beside = dataclasses.replace(BUILD, needs_nothing=lambda owner: f"{owner.__name__} needs nothing")
+    assert (beside.judge(module).verdict, beside.judge(module).reason) == (
+        "not applicable",
+        f"{module.__name__} needs nothing",
+    )
+    has_it = dataclasses.replace(BUILD, has_change=lambda owner: "it has it")
+    assert (has_it.judge(module).verdict, has_it.judge(module).reason) == ("native", "it has it")
+    quiet = dataclasses.replace(BUILD, needs_nothing=lambda owner: "", has_change=lambda owner: "")
+    assert (
+        quiet.judge(module).verdict == BUILD.judge(module).verdict == ("missing" if source == OLD else "unrecognised")
+    )
 
 
 def test_a_function_without_readable_source_is_unrecognised_where_needed(verl_module):

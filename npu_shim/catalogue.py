@@ -1,0 +1,69 @@
+"""The fixes, in the order the hook applies them, and what the hook and the doctor ask of them.
+
+Each fix module (:mod:`npu_shim.fixes`) has ``NAME``, ``KNOWN`` (the verl functions it recognises:
+its :class:`~npu_shim.recognition.KnownFunction` declarations, empty for a fix that recognises none),
+``apply(target, changes)`` and, where it changes another verl module than ``verl.workers.engine``,
+``WATCHES``. A new fix is a module and one line of :data:`FIXES`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from npu_shim.changes import ChangeSet
+from npu_shim.fixes import (
+    lm_engine_repatch,
+    megatron_checkpoint_save,
+    megatron_critic,
+    mindspeed_line_repatch,
+    moe_layer_offset,
+    npu_causal_mask,
+    shared_repatch,
+    value_engine,
+    vlm_mask_on_npu,
+)
+from npu_shim.layout import ENGINE_PACKAGE
+from npu_shim.recognition import KnownFunction
+from npu_shim.verdicts import Outcome
+
+FIXES: tuple[ModuleType, ...] = (
+    shared_repatch,  # verl #6135: the repatch function both engines share
+    value_engine,  # verl #6135: the MindSpeed value-head engine
+    lm_engine_repatch,  # verl #5697/#6135: LM engine repatches before the device mesh
+    megatron_critic,  # verl #5870: 0.7.1's critic forward passes a keyword its forward does not take
+    mindspeed_line_repatch,  # verl #6674 on 0.8.0, and per MindSpeed line on 0.8.0 to 0.9.1 (no upstream fix yet)
+    npu_causal_mask,  # verl #7055: 0.8.0's NPU causal mask without a float32 S x S
+    vlm_mask_on_npu,  # verl #7372: 0.8.0's and 0.9.0's VLM mask, not None on an NPU
+    megatron_checkpoint_save,  # verl #6322, for any torch >= 2.8: megatron-core 0.12.1's checkpoint save
+    moe_layer_offset,  # verl #5580: 0.7.1's router-replay helper asks megatron-core 0.12.1 for keywords it lacks
+)
+
+
+def fix_names() -> list[str]:
+    return [fix.NAME for fix in FIXES]
+
+
+def watches(fix: ModuleType) -> str:
+    """The verl module ``fix`` changes, after whose import the hook applies it."""
+    return getattr(fix, "WATCHES", ENGINE_PACKAGE)
+
+
+def watched_modules() -> list[str]:
+    """Every module some fix watches, once each, in the order of the fixes."""
+    return list(dict.fromkeys(watches(fix) for fix in FIXES))
+
+
+def apply_watching(module_name: str, target: Any, changes: ChangeSet) -> list[Outcome]:
+    """Apply the fixes that watch ``module_name`` to ``target`` (that module, or a layout of the engine package)."""
+    return [fix.apply(target, changes) for fix in FIXES if watches(fix) == module_name]
+
+
+def declared_functions() -> list[KnownFunction]:
+    """Every verl function a fix recognises, in the order of the fixes."""
+    return [known for fix in FIXES for known in fix.KNOWN]
+
+
+def critic_fails_without(fix_name: str) -> bool:
+    """Whether a Megatron critic on an NPU fails where the fix ``fix_name`` is missing and not applied."""
+    return any(known.breaks_critic for known in declared_functions() if known.fix == fix_name)

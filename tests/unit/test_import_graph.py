@@ -1,0 +1,70 @@
+"""No module of npu_shim imports one that imports it, at module level or inside a function.
+
+Read from the source (every ``import`` statement), not from a run: a cycle through a function-level
+import only shows when that function runs. An import of a module's own package is not an edge: Python
+imports a package before any module in it, so that order is fixed whatever the code says.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from helpers import ROOT
+
+PACKAGE = ROOT / "npu_shim"
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def imported_by(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The npu_shim modules ``name`` imports: ``from npu_shim.x import y`` is x.y where y is a module, else x."""
+
+    def known(dotted: str) -> str:
+        while dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {known(alias.name) for alias in node.names if alias.name.split(".")[0] == "npu_shim"}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "npu_shim":
+            found |= {known(f"{node.module}.{alias.name}") for alias in node.names}
+    return {other for other in found if other != name and not name.startswith(f"{other}.")}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each module that reaches itself again, with the way back."""
+    found = []
+    for start in sorted(graph):
+        paths = [[start]]
+        seen = set()
+        while paths:
+            path = paths.pop()
+            for other in sorted(graph[path[-1]]):
+                if other == start:
+                    found.append([*path, start])
+                elif other not in seen:
+                    seen.add(other)
+                    paths.append([*path, other])
+    return found
+
+
+def test_no_module_of_npu_shim_imports_one_that_imports_it():
+    modules = module_names()
+    graph = {name: imported_by(name, path, modules) for name, path in modules.items()}
+    assert graph["npu_shim.catalogue"] >= {"npu_shim.fixes.value_engine", "npu_shim.recognition"}, "the graph is read"
+    assert cycles(graph) == []
+
+
+def test_a_function_level_import_that_closes_a_loop_is_found(tmp_path):
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"], ["b", "c", "a", "b"], ["c", "a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
