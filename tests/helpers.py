@@ -81,7 +81,19 @@ def run_python(
     timeout: float = 120,
     check: bool = True,
 ) -> Run:
-    run = run_in_session([sys.executable, *args, "-c", code], env, cwd, timeout)
+    return _checked([sys.executable, *args, "-c", code], env, cwd, timeout, check)
+
+
+def run_python_file(child: os.PathLike[str] | str, env: Mapping[str, str], *argv: str, **options: Any) -> Run:
+    """As :func:`run_python` (``options``: its cwd, timeout and check), for a child program kept as a file beside its
+    test, which lint reads, with the arguments ``argv``."""
+    return _checked([sys.executable, os.fspath(child), *argv], env, **options)
+
+
+def _checked(
+    command: list[str], env: Mapping[str, str], cwd: Any = None, timeout: float = 120, check: bool = True
+) -> Run:
+    run = run_in_session(command, env, cwd, timeout)
     if check and run.returncode != 0:
         raise AssertionError(f"child exited {run.returncode}\nstdout:\n{run.stdout}\nstderr:\n{run.stderr}")
     return run
@@ -101,16 +113,19 @@ def port_race(output: str) -> bool:
 PORT_ATTEMPTS = 3  # a new port each time; three races in a row would be a real problem
 
 
-def run_ranks(code: str, env_of_rank: Callable[[int, str], Mapping[str, str]], world_size: int = 2) -> list[Any]:
-    """``code`` in ``world_size`` interpreters at once, one per rank (``env_of_rank(rank, port)``, which gives each
-    RANK and MASTER_PORT), each printing a JSON report last: the reports, by rank. A port race is retried."""
+def run_ranks(
+    child: os.PathLike[str] | str, env_of_rank: Callable[[int, str], Mapping[str, str]], world_size: int = 2
+) -> list[Any]:
+    """The child program ``child`` (a file) in ``world_size`` interpreters at once, one per rank (``env_of_rank(rank,
+    port)``, which gives each RANK and MASTER_PORT), each printing a JSON report last: the reports, by rank. A port
+    race is retried."""
     from npu_shim.testing import free_port
 
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = str(free_port())
         children = [
             subprocess.Popen(
-                [sys.executable, "-c", code],
+                [sys.executable, os.fspath(child)],
                 env=dict(env_of_rank(rank, port)),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, clean_env, port_race, run_in_session, run_python
+from helpers import ROOT, clean_env, port_race, run_in_session, run_python_file
 
 from npu_shim.testing import ray_npu_resources, read_repatch_log, simulated_npu_env, tiny_model_dir
 
@@ -228,23 +228,12 @@ def test_actor_role(scenario, mode):
     assert not any(report["engine_added_by_npu_shim"] for report in run.role("language_model")["reports"])
 
 
-STOCK_CRITIC = """
-import json
-from omegaconf import OmegaConf
-from verl.trainer.main_ppo import TaskRunner
-
-runner = TaskRunner()
-runner.add_critic_worker(OmegaConf.create({"critic": {"strategy": "megatron"}, "trainer": {}}))
-(role, remote), = runner.role_worker_mapping.items()
-worker = remote.__ray_actor_class__  # what ray.remote(...) wraps; nothing is started
-print(json.dumps([str(role), f"{worker.__module__}.{worker.__qualname__}"]))
-"""
-
-
 def test_the_stock_trainer_maps_a_megatron_critic(tmp_path):
     """Who meets the error: 0.8.0's trainer (and main before #6135) sends a Megatron critic to TrainingWorker;
     0.6/0.7's sends it to the legacy worker, which never asks the engine registry."""
-    run = run_python(STOCK_CRITIC, simulated_npu_env(clean_env()), cwd=tmp_path)
+    run = run_python_file(
+        Path(__file__).with_name("stock_critic_child.py"), simulated_npu_env(clean_env()), cwd=tmp_path
+    )
     role, worker = run.report
     assert role == "critic"
     legacy = "verl.workers.megatron_workers.CriticWorker"

@@ -13,8 +13,8 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import types
+from pathlib import Path
 
 import pytest
 from helpers import PORT_ATTEMPTS, clean_env, port_race
@@ -137,39 +137,15 @@ def test_ring_windows_split_a_ring_as_mindspeed_does(simulated_npu):
         cp.forget_ring_state()
 
 
-RANK = """
-import json, os, sys
-import torch
-from megatron.core import parallel_state
-from mindspeed.megatron_adaptor import repatch, simulate_fresh_process
-from mindspeed.core.context_parallel.model_parallel_utils import ring_state
-
-torch.distributed.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
-original = parallel_state.initialize_model_parallel
-report = {}
-# MindSpeed told about CP before Megatron's parallel state exists: its wrapper builds the ring.
-repatch({"context_parallel_size": 2})
-parallel_state.initialize_model_parallel(context_parallel_size=2)
-report["repatch_first"] = ring_state()
-parallel_state.destroy_model_parallel()
-simulate_fresh_process()
-# Told afterwards: the wrapper is installed, but the parallel state was built without it.
-parallel_state.initialize_model_parallel(context_parallel_size=2)
-repatch({"context_parallel_size": 2})
-report["repatch_after"] = ring_state()
-report["wrapper_installed_after"] = parallel_state.initialize_model_parallel is not original
-parallel_state.destroy_model_parallel()
-torch.distributed.destroy_process_group()
-print(json.dumps(report))
-"""
+RANK_CHILD = Path(__file__).with_name("ring_state_rank_child.py")
 
 
 def two_ranks(tmp_path) -> list[tuple[int, str, str]]:
-    """RANK on two processes, on a free port: (exit status, stdout, stderr) of each."""
+    """RANK_CHILD on two processes, on a free port: (exit status, stdout, stderr) of each."""
     env = simulated_npu_env(clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
     ranks = [
         subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(RANK), str(rank)],
+            [sys.executable, str(RANK_CHILD), str(rank)],
             env=env,
             cwd=tmp_path,
             stdout=subprocess.PIPE,

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import PORT_ATTEMPTS, ROOT, clean_env, port_race, run_python
+from helpers import PORT_ATTEMPTS, ROOT, clean_env, port_race, run_python_file
 
 from npu_shim.testing import free_port, read_repatch_log, simulated_npu_env
 
 pytest_plugins = ["npu_shim.testing.pytest_plugin"]
+HERE = Path(__file__).parent  # the plain scripts: plain_script_child.py, hccl_process_group_child.py
 
 
 def test_fixtures_give_verl_an_npu_and_record_repatch(simulated_npu, repatch_calls):
@@ -40,18 +41,8 @@ def test_fixtures_give_verl_an_npu_and_record_repatch(simulated_npu, repatch_cal
 
 def test_a_plain_script_and_its_children(tmp_path):
     log = tmp_path / "repatch.jsonl"
-    script = f"""
-    import subprocess, sys
-    sys.path.insert(0, {str(ROOT)!r})
-    from npu_shim.testing import simulate_npu, simulated_npu_env
-    simulate_npu()
-    from verl.utils.device import get_device_name
-    print(get_device_name())
-    child = "from mindspeed.megatron_adaptor import repatch; repatch({{'context_parallel_size': 2}})"
-    env = simulated_npu_env(repatch_log={str(log)!r})
-    subprocess.run([sys.executable, "-c", child], env=env, check=True)
-    """
-    completed = run_python(textwrap.dedent(script), clean_env(), cwd=tmp_path, timeout=300)
+    child = HERE / "plain_script_child.py"
+    completed = run_python_file(child, clean_env(), str(ROOT), str(log), cwd=tmp_path, timeout=300)
     assert completed.stdout.split() == ["npu"]
     calls = read_repatch_log(log)
     assert [call["config"] for call in calls] == [{"context_parallel_size": 2}]
@@ -65,22 +56,9 @@ def test_simulated_npu_env_keeps_the_callers_environment():
 
 def test_verl_workers_process_group_runs_on_the_simulated_hccl(tmp_path):
     """verl's workers call init_process_group("cpu:gloo,npu:hccl"): the stand-in torch_npu registers hccl."""
-    script = f"""
-    import os, sys
-    sys.path.insert(0, {str(ROOT)!r})
-    from npu_shim.testing import simulate_npu
-    simulate_npu()
-    import torch
-    from verl.utils.distributed import initialize_global_process_group_ray
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{{port}}", RANK="0", WORLD_SIZE="1")
-    initialize_global_process_group_ray()
-    values = torch.ones(2)
-    torch.distributed.all_reduce(values, group=torch.distributed.new_group([0]))
-    print(torch.distributed.get_backend(), values.tolist())
-    """
     for attempt in range(1, PORT_ATTEMPTS + 1):  # a new port if another process took the free one first
-        code = textwrap.dedent(script).format(port=free_port())
-        completed = run_python(code, clean_env(), cwd=tmp_path, timeout=300, check=False)
+        child, args = HERE / "hccl_process_group_child.py", [str(ROOT), str(free_port())]
+        completed = run_python_file(child, clean_env(), *args, cwd=tmp_path, timeout=300, check=False)
         if completed.returncode == 0 or attempt == PORT_ATTEMPTS or not port_race(completed.stderr):
             break
     assert completed.returncode == 0, completed.stderr

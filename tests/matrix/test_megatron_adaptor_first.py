@@ -13,9 +13,10 @@ import importlib.metadata
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_in_session, run_python
+from helpers import ROOT, run_in_session, run_python_file
 
 from npu_shim.testing import MEGATRON_ADAPTOR_DIR, simulated_npu_env
 
@@ -27,22 +28,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 # After a process's imports: the stand-in's record, whether it came before megatron in sys.modules' order, verl.
-REPORT = """
-import json, sys
-adaptor = sys.modules.get("megatron_adaptor")
-names = list(sys.modules)
-print(json.dumps({
-    "adaptor_loaded": adaptor is not None,
-    "simulated": getattr(adaptor, "SIMULATED", False),
-    "megatron_first": getattr(adaptor, "MEGATRON_FIRST", None),
-    "megatron_core": "megatron.core" in sys.modules,
-    "verl": any(name.partition(".")[0] == "verl" for name in names),
-    "modules": sorted(names),
-    "meta_path": [type(finder).__name__ for finder in sys.meta_path],
-    "megatron_loader": type(sys.modules["megatron"].__spec__.loader).__name__ if "megatron" in sys.modules else None,
-    "one_megatron": "megatron.core" not in sys.modules or sys.modules["megatron"].core is sys.modules["megatron.core"],
-}))
-"""
+IMPORTS = Path(__file__).with_name("megatron_imports_child.py")  # its arguments: the modules to import first
 
 
 def environment(shim: bool, adaptor: bool = True, compute: bool = False) -> dict[str, str]:
@@ -61,45 +47,19 @@ def environment(shim: bool, adaptor: bool = True, compute: bool = False) -> dict
 @pytest.mark.parametrize("compute", [False, True])  # in compute mode the stand-in imports Megatron itself
 def test_a_script_that_imports_megatron_core_first_gets_megatron_adaptor_first(tmp_path, compute):
     assert MEGATRON_ADAPTOR_DIR in environment(shim=True)["PYTHONPATH"]
-    code = "import megatron.core\n" + REPORT
-    loaded = run_python(code, environment(shim=True, compute=compute), cwd=tmp_path).report
+    loaded = run_python_file(IMPORTS, environment(shim=True, compute=compute), "megatron.core", cwd=tmp_path).report
     assert (loaded["adaptor_loaded"], loaded["simulated"], loaded["megatron_first"]) == (True, True, [])
     assert loaded["megatron_core"] and not loaded["verl"]
     # One megatron package, with its own loader (megatron-core's is a namespace package), however it was imported
     assert (loaded["one_megatron"], loaded["megatron_loader"]) == (True, "NamespaceLoader")
-    without = run_python(code, environment(shim=False, compute=compute), cwd=tmp_path).report
+    without = run_python_file(IMPORTS, environment(shim=False, compute=compute), "megatron.core", cwd=tmp_path).report
     assert (without["adaptor_loaded"], without["megatron_core"]) == (False, True)
-
-
-SPAWN = """
-import json, multiprocessing, sys
-
-def child(queue):
-    import megatron.core
-    adaptor = sys.modules.get("megatron_adaptor")
-    queue.put({
-        "adaptor_loaded": adaptor is not None,
-        "megatron_first": getattr(adaptor, "MEGATRON_FIRST", None),
-        "verl": any(name.partition(".")[0] == "verl" for name in sys.modules),
-        "parent_imported": [name for name in PARENT if name.partition(".")[0] in ("megatron", "megatron_adaptor")],
-    })
-
-PARENT = list(sys.modules)
-if __name__ == "__main__":
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=child, args=(queue,))
-    process.start()
-    print(json.dumps(queue.get(timeout=300)))
-    process.join(60)
-"""
 
 
 @pytest.mark.parametrize("shim", [True, False])
 def test_a_multiprocessing_spawn_child_that_imports_megatron_gets_megatron_adaptor_first(tmp_path, shim):
     """The parent imports nothing of Megatron or MegatronAdaptor; its spawned child imports Megatron."""
-    script = tmp_path / "spawner.py"
-    script.write_text(SPAWN)
+    script = Path(__file__).with_name("megatron_spawn_child.py")
     completed = run_in_session([sys.executable, str(script)], environment(shim=shim), tmp_path, 300)
     assert completed.returncode == 0, completed.stderr[-4000:]
     loaded = completed.report
@@ -112,11 +72,11 @@ def test_a_multiprocessing_spawn_child_that_imports_megatron_gets_megatron_adapt
 
 def test_without_megatron_adaptor_installed_megatron_imports_exactly_as_before(tmp_path):
     """npu_shim's only trace is its sitecustomize and its watcher; with MegatronAdaptor installed it imports it."""
-    with_adaptor = run_python("import megatron.core\n" + REPORT, environment(shim=True), cwd=tmp_path).report
+    first = ["megatron.core"]
+    with_adaptor = run_python_file(IMPORTS, environment(shim=True), *first, cwd=tmp_path).report
     assert with_adaptor["megatron_first"] == []
-    code = "import megatron.core\n" + REPORT
-    with_shim = run_python(code, environment(shim=True, adaptor=False), cwd=tmp_path).report
-    without = run_python(code, environment(shim=False, adaptor=False), cwd=tmp_path).report
+    with_shim = run_python_file(IMPORTS, environment(shim=True, adaptor=False), *first, cwd=tmp_path).report
+    without = run_python_file(IMPORTS, environment(shim=False, adaptor=False), *first, cwd=tmp_path).report
     assert not with_shim["adaptor_loaded"] and with_shim["megatron_core"]
     assert set(with_shim["modules"]) ^ set(without["modules"]) == {"sitecustomize"}
     assert with_shim["meta_path"] == ["VerlImportWatcher", *without["meta_path"]]
@@ -124,7 +84,7 @@ def test_without_megatron_adaptor_installed_megatron_imports_exactly_as_before(t
 
 def test_the_stand_in_records_megatron_first_where_it_came_late(tmp_path):
     """The record the tests above read is not always empty: imported after Megatron, it names Megatron's modules."""
-    code = "import megatron.core, megatron_adaptor\n" + REPORT
-    loaded = run_python(code, environment(shim=False), cwd=tmp_path).report
+    first = ["megatron.core", "megatron_adaptor"]
+    loaded = run_python_file(IMPORTS, environment(shim=False), *first, cwd=tmp_path).report
     assert "megatron.core" in loaded["megatron_first"]
     assert json.dumps(loaded["megatron_first"])  # plain names

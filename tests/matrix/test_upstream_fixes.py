@@ -12,6 +12,9 @@ without, and calls the release's function as verl's caller would:
   megatron-core's own ``dist_checkpointing`` (one gloo rank), after ``import verl``, on the CPU:
   the failure is not the NPU's, and the simulated NPU's privateuse1 backend has no hooks for
   torch's serialization.
+
+The children, beside this file: npu_causal_mask_child.py, vlm_mask_child.py, checkpoint_save_child.py, and for the
+hook's order and faults import_order_child.py and fault_in_fix_child.py.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ import json
 import os
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
-from helpers import ROOT, clean_env, fixes_by_release, matrix_column, run_in_session, run_python
+from helpers import ROOT, clean_env, fixes_by_release, matrix_column, run_in_session, run_python_file
 
 from npu_shim.testing import simulated_npu_env
 
@@ -35,86 +39,20 @@ MODULE_FIXES = ("npu_causal_mask", "vlm_mask_on_npu")  # the fixes VLM_MASK's im
 # Where a test's outcome does not depend on the release (the hook's order and fault handling), once: on
 # 0.8.0 with megatron-core 0.16.1, where every module fix applies. The masks do not depend on Megatron.
 ONCE = VERL == "0.8.0" and not MEGATRON_0_12
-
-CAUSAL_MASK = f"""
-import hashlib, json, torch
-from verl.models.mcore import util
-
-def status(key):
-    return int(next(line for line in open("/proc/self/status") if line.startswith(key)).split()[1]) * 1024
-
-padding = torch.ones(1, {SEQ_LEN}, dtype=torch.bool)
-padding[0, -100:] = False
-open("/proc/self/clear_refs", "w").write("5")  # the peak resident size starts again from here
-resident = status("VmRSS")
-mask = util._build_npu_attn_mask(padding)
-print(json.dumps({{"peak_bytes": status("VmHWM") - resident, "shape": list(mask.shape), "dtype": str(mask.dtype),
-                   "digest": hashlib.sha1(mask.numpy().tobytes()).hexdigest()}}))
-"""
-
-VLM_MASK = """
-import json, sys, tempfile, torch, torch.distributed as dist
-from megatron.core import parallel_state
-from verl.models.mcore import model_forward, util
-
-# One gloo rank with Megatron's parallel state (TP = CP = 1), as verl's caller runs: 0.9.1's function reads it.
-dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(dir=DIRECTORY), rank=0, world_size=1)
-parallel_state.initialize_model_parallel()
-
-ids = torch.nested.nested_tensor([torch.arange(1, 6), torch.arange(1, 4), torch.arange(1, 8)], layout=torch.jagged)
-def call():
-    if not hasattr(model_forward, "build_vlm_attn_mask_thd"):  # verl 0.6/0.7
-        return None
-    padded, mask = model_forward.build_vlm_attn_mask_thd(ids, 0)
-    return {"padded": padded.tolist(), "mask": None if mask is None else mask.tolist()}
-report = {"npu": getattr(util, "is_npu_available", None), "on_npu": call()}
-util.is_npu_available = False  # the release's own path elsewhere, where upstream's fix changes nothing
-report["elsewhere"] = call()
-hook = sys.modules.get("npu_shim.hook")
-report["outcomes"] = {o.fix: o.verdict for o in (hook.outcomes if hook else [])}
-parallel_state.destroy_model_parallel()
-dist.destroy_process_group()
-print(json.dumps(report))
-"""
-
-SAVE = """
-import json, os, sys, torch, torch.distributed as dist
-import verl  # the shim's hooks are registered where verl is imported, as in verl's workers
-
-# A CPU-only harness: megatron-core synchronizes the accelerator before it writes; there is none here.
-torch.cuda.synchronize = lambda *args, **kwargs: None
-torch.cuda.current_device = lambda: "cpu"
-directory = DIRECTORY
-dist.init_process_group("gloo", init_method="file://" + os.path.join(directory, "store"), rank=0, world_size=1)
-from megatron.core import dist_checkpointing
-from megatron.core.dist_checkpointing import ShardedTensor
-
-weights = torch.arange(16.0).reshape(4, 4)
-report = {}
-os.makedirs(directory + "/ckpt")
-try:
-    dist_checkpointing.save({"w": ShardedTensor.from_rank_offsets("w", weights, replica_id=0)}, directory + "/ckpt")
-    empty = {"w": ShardedTensor.from_rank_offsets("w", torch.zeros(4, 4), replica_id=0)}
-    report["loaded_back"] = torch.equal(dist_checkpointing.load(empty, directory + "/ckpt")["w"], weights)
-except Exception as error:
-    report["error"] = f"{type(error).__name__}: {error}"
-hook = sys.modules.get("npu_shim.hook")
-report["outcomes"] = {o.fix: o.verdict for o in (hook.outcomes if hook else [])}
-dist.destroy_process_group()
-print(json.dumps(report))
-"""
+HERE = Path(__file__).parent
 
 
-def child(code: str, shim: bool, tmp_path, npu: bool = True) -> dict:
+def child(program: str, shim: bool, tmp_path, *args: str, npu: bool = True) -> dict:
+    """``program``, a file beside this one, with ``args``, the checkout on PYTHONPATH or not: its JSON report."""
     env = clean_env([ROOT] if shim else [])
     env = simulated_npu_env(env) if npu else env
-    return run_python(code.replace("DIRECTORY", repr(str(tmp_path))), env, cwd=tmp_path).report
+    return run_python_file(HERE / program, env, *args, cwd=tmp_path).report
 
 
 @pytest.fixture(scope="module")
 def vlm(tmp_path_factory) -> dict[str, dict]:
     tmp = tmp_path_factory.mktemp("vlm")
-    return {mode: child(VLM_MASK, mode == "shim", tmp) for mode in ("shim", "none")}
+    return {mode: child("vlm_mask_child.py", mode == "shim", tmp, str(tmp)) for mode in ("shim", "none")}
 
 
 def test_each_fix_is_applied_exactly_where_the_release_lacks_it(vlm):
@@ -136,7 +74,8 @@ def test_the_vlm_mask_on_an_npu_is_the_one_built_everywhere_else(vlm):
 
 @pytest.mark.skipif(not HAS_MASK_FUNCTIONS or MEGATRON_0_12, reason="no NPU causal mask (0.6/0.7), or tested beside")
 def test_the_npu_causal_mask_costs_no_float32_s_by_s(tmp_path):
-    shim, none = child(CAUSAL_MASK, True, tmp_path), child(CAUSAL_MASK, False, tmp_path)
+    shim = child("npu_causal_mask_child.py", True, tmp_path, str(SEQ_LEN))
+    none = child("npu_causal_mask_child.py", False, tmp_path, str(SEQ_LEN))
     assert shim["shape"] == none["shape"] == [1, 1, SEQ_LEN, SEQ_LEN]
     assert shim["dtype"] == none["dtype"] == "torch.bool"
     assert shim["digest"] == none["digest"]  # the same mask, bit for bit
@@ -148,7 +87,7 @@ def test_the_npu_causal_mask_costs_no_float32_s_by_s(tmp_path):
 
 @pytest.mark.parametrize("shim", [True, False], ids=["shim", "none"])
 def test_a_distributed_checkpoint_saves_and_loads_back(tmp_path, shim):
-    report = child(SAVE, shim, tmp_path, npu=False)
+    report = child("checkpoint_save_child.py", shim, tmp_path, str(tmp_path), npu=False)
     if shim:
         assert report["outcomes"]["megatron_checkpoint_save"] == VERDICTS["megatron_checkpoint_save"]
         assert report == {"loaded_back": True, "outcomes": report["outcomes"]}
@@ -167,15 +106,6 @@ def test_the_doctor_prints_the_readme_table(tmp_path):
     assert [fix["fix"] for fix in report["fixes"]] == list(VERDICTS)
 
 
-ORDERED = """
-import importlib, json, sys
-for name in ORDER:
-    if name == "npu_shim":
-        sys.path.insert(0, ROOT)
-    importlib.import_module(name)
-hook = sys.modules["npu_shim.hook"]
-print(json.dumps({o.fix: o.verdict for o in hook.outcomes}))
-"""
 ENGINE = "verl.workers.engine"
 MODEL_FORWARD = "verl.models.mcore.model_forward"
 
@@ -191,34 +121,16 @@ MODEL_FORWARD = "verl.models.mcore.model_forward"
 )
 @pytest.mark.skipif(not ONCE, reason="once, on 0.8.0: the order of imports is the hook's, not the release's")
 def test_each_fix_applies_whatever_the_order_of_imports(tmp_path, order):
-    code = ORDERED.replace("ORDER", repr(order)).replace("ROOT", repr(str(ROOT)))
-    outcomes = child(code, False, tmp_path)  # activated by `import npu_shim` where the order puts it
+    # activated by `import npu_shim` where the order puts it
+    outcomes = child("import_order_child.py", False, tmp_path, str(ROOT), *order)
     outcomes.pop("megatron_checkpoint_save", None)  # megatron's checkpoint writer: imported by a save
     assert outcomes == {fix: verdict for fix, verdict in VERDICTS.items() if fix != "megatron_checkpoint_save"}
-
-
-FAULT = """
-import json, sys
-sys.path.insert(0, ROOT)
-import npu_shim
-import npu_shim.fixes.vlm_mask_on_npu as target
-
-def broken(module, changes):  # a partial edit, then a fault
-    changes.setattr(sys.modules["verl.models.mcore.util"], "build_vlm_attn_mask_thd", None)
-    raise RuntimeError("injected fault in vlm_mask_on_npu")
-
-target.apply = broken
-import verl.workers.engine
-from verl.models.mcore import model_forward, util
-print(json.dumps({"util_function": util.build_vlm_attn_mask_thd.__module__,
-                  "outcomes": {o.fix: o.verdict for o in sys.modules["npu_shim.hook"].outcomes}}))
-"""
 
 
 @pytest.mark.skipif(not ONCE, reason="once, on 0.8.0: fault isolation is the hook's, not the release's")
 def test_a_fault_in_one_modules_fixes_leaves_that_module_as_shipped_and_the_others_fixed(tmp_path):
     env = simulated_npu_env(clean_env())
-    run = run_python(FAULT.replace("ROOT", repr(str(ROOT))), env, cwd=tmp_path)
+    run = run_python_file(HERE / "fault_in_fix_child.py", env, str(ROOT), cwd=tmp_path)
     report = run.report
     assert report["util_function"] == "verl.models.mcore.util"  # the partial edit was undone
     assert "vlm_mask_on_npu" not in report["outcomes"]

@@ -10,44 +10,19 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from helpers import ROOT, clean_env, run_in_session
 
 from npu_shim.testing import simulated_npu_env
 
-DRIVER = """
-import json, os, sys
-import ray
-
-@ray.remote(num_cpus=1)
-def megatron_worker():
-    import megatron.core
-    adaptor = sys.modules.get("megatron_adaptor")
-    return {
-        "adaptor_loaded": adaptor is not None,
-        "megatron_first": getattr(adaptor, "MEGATRON_FIRST", None),
-        "verl": any(name.partition(".")[0] == "verl" for name in sys.modules),
-        "pid": os.getpid(),
-    }
-
-ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1")
-try:
-    with_shim = {"env_vars": {"PYTHONPATH": os.pathsep.join([CHECKOUT, os.environ["PYTHONPATH"]])}}
-    tasks = [megatron_worker.options(runtime_env=with_shim).remote(), megatron_worker.remote()]
-    shim, plain = ray.get(tasks, timeout=300)
-    driver = [name for name in sys.modules if name.partition(".")[0] in ("megatron", "megatron_adaptor", "npu_shim")]
-    print(json.dumps({"shim": shim, "plain": plain, "driver": driver, "driver_pid": os.getpid()}))
-finally:
-    ray.shutdown()
-"""
+DRIVER = Path(__file__).with_name("megatron_task_driver_child.py")
 
 
 def test_a_ray_task_that_imports_megatron_gets_megatron_adaptor_first_from_the_shim_on_pythonpath(tmp_path):
-    script = tmp_path / "driver.py"
-    script.write_text(f"CHECKOUT = {str(ROOT)!r}\n" + DRIVER)
     env = simulated_npu_env(clean_env(), mindspeed_line="core_r0.18.0")
     env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-    completed = run_in_session([sys.executable, str(script)], env, tmp_path, 420)
+    completed = run_in_session([sys.executable, str(DRIVER), str(ROOT)], env, tmp_path, 420)
     assert completed.returncode == 0, completed.stderr[-4000:]
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     assert result["driver"] == []  # the driver imported none of them: the workers did their own imports

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,58 +22,7 @@ from helpers import ROOT, clean_env, run_in_session
 
 from npu_shim.testing import SIMULATED_DIR
 
-DRIVER = """
-import json, os, subprocess, sys
-import ray
-
-RESOLVE = (
-    "import sys; from verl.workers.engine import EngineRegistry; "
-    "print(EngineRegistry.get_engine_cls('value_model', 'megatron').__name__, sys.modules['npu_shim'].activated_via())"
-)
-BARE = "import sys; print('npu_shim' in sys.modules)"
-
-
-@ray.remote(num_cpus=1)
-class Critic:
-    def report(self):
-        import sys
-        from verl.workers.engine import EngineRegistry
-
-        try:
-            name = EngineRegistry.get_engine_cls("value_model", "megatron").__name__
-        except AssertionError as error:
-            name = str(error)
-        run = lambda code: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split()
-        return {
-            "name": name,
-            "via": sys.modules["npu_shim"].activated_via() if "npu_shim" in sys.modules else None,
-            "child": run(RESOLVE),
-            "bare": run(BARE),
-            "pid": os.getpid(),
-            "pythonpath": os.environ.get("PYTHONPATH"),
-        }
-
-
-ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1"{init})
-try:
-    result = ray.get(Critic.remote().report.remote(), timeout=300)
-    doctor = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json", "--timeout", "240",
-         "--ray", ray.get_runtime_context().gcs_address],
-        capture_output=True, text=True, timeout=400,
-    )
-    result.update(driver_pid=os.getpid(), doctor_exit=doctor.returncode, doctor=json.loads(doctor.stdout))
-    # a cluster that is there, asked for an answer sooner than a worker can import verl and report
-    hurried = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--json", "--timeout", "1",
-         "--ray", ray.get_runtime_context().gcs_address],
-        capture_output=True, text=True, timeout=120,
-    )
-    result.update(hurried_exit=hurried.returncode, hurried=json.loads(hurried.stdout))
-    print(json.dumps(result))
-finally:
-    ray.shutdown()
-"""
+DRIVER = Path(__file__).with_name("verl_route_driver_child.py")  # its argument: the job's runtime_env, if any
 
 
 @pytest.fixture
@@ -91,7 +39,7 @@ def test_verl_imports_the_shim_in_workers_and_the_doctor_reports_a_new_jobs_work
     env = clean_env([link, SIMULATED_DIR], RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     if reaches_workers == "driver environment":
         env["VERL_USE_EXTERNAL_MODULES"] = "npu_shim"
-        init = ""
+        job = []
     else:  # what `npu-shim runtime-env --json` prints for `ray job submit --runtime-env-json`
         printed = subprocess.run(
             [sys.executable, "-m", "npu_shim", "runtime-env", "--json", "--route", "VERL_USE_EXTERNAL_MODULES"],
@@ -100,10 +48,8 @@ def test_verl_imports_the_shim_in_workers_and_the_doctor_reports_a_new_jobs_work
             text=True,
             check=True,
         ).stdout
-        init = f", runtime_env=json.loads({printed.strip()!r})"
-    script = tmp_path / "driver.py"
-    script.write_text(textwrap.dedent(DRIVER).replace("{init}", init))
-    completed = run_in_session([sys.executable, str(script)], env=env, cwd=tmp_path, timeout=600)
+        job = [printed.strip()]
+    completed = run_in_session([sys.executable, str(DRIVER), *job], env=env, cwd=tmp_path, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]
     result = json.loads(completed.stdout.strip().splitlines()[-1])
 
