@@ -21,6 +21,7 @@ import inspect
 from types import CodeType, ModuleType
 from typing import Any
 
+from npu_shim import originals
 from npu_shim.changes import ChangeSet
 from npu_shim.verdicts import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
 
@@ -75,5 +76,6 @@ def apply(module: ModuleType, changes: ChangeSet) -> Outcome:
         return torch_write_item(*args, **kwargs)
 
     mark_as_ours(_write_item_as_torch_saves)
+    originals.keep(module, "_write_item", changes)
     changes.setattr(module, "_write_item", _write_item_as_torch_saves)
     return Outcome(NAME, APPLIED, f"{WATCHES}._write_item now passes {FORMAT}=TORCH_SAVE, as megatron 0.13 does")
