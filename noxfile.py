@@ -310,6 +310,13 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def bench_kit(session: nox.Session) -> None:
+    """The simulated NPU's dispatch: a training step on npu tensors against the same on CPU tensors, paired ratios."""
+    python = verl_env(session, DEMO_VERL)
+    session.run(str(python), str(ROOT / "benchmarks" / "kit_dispatch.py"), *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
 def demo(session: nox.Session) -> None:
     """The before/after demonstration on verl 0.7.1 and a simulated NPU."""
     python = verl_env(session, DEMO_VERL)

@@ -252,17 +252,33 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: dropout's draws never move the device's generator on",
-        "npu_shim/testing/simulated/torch_npu/_compute.py",
-        "        _GENERATOR.set_state(cpu.get_state())\n",
+        "npu_shim/testing/simulated/torch_npu/_rng.py",
+        "        GENERATOR.set_state(cpu.get_state())\n",
         "        pass\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),
     Mutation(
         "kit: a deep copy of an npu tensor shares the original's memory",
-        "npu_shim/testing/simulated/torch_npu/_compute.py",
+        "npu_shim/testing/simulated/torch_npu/_tensor.py",
         "        copied = NpuTensor(self._inner.detach().clone(), requires_grad=self.requires_grad)\n",
         "        copied = NpuTensor(self._inner.detach(), requires_grad=self.requires_grad)\n",
+        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
+    ),
+    Mutation(
+        "kit: an in-place view op (t_) given back by identity, its wrapper's sizes left as they were",
+        "npu_shim/testing/simulated/torch_npu/_tensor.py",
+        "is not None and not info.is_inplace_view_op\n",
+        "is not None\n",
+        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
+    ),
+    Mutation(
+        "kit: resize_ of an npu tensor to another size let through to torch's metadata pass",
+        "npu_shim/testing/simulated/torch_npu/_tensor.py",
+        "    if tuple(size) != tuple(self.shape):\n",
+        "    if False:\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),
@@ -350,9 +366,9 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: an op mixing an npu tensor with a one-element 1-d CPU tensor accepted",
-        "npu_shim/testing/simulated/torch_npu/_compute.py",
-        '        if value.dim() > 0 and value.device.type == "cpu" and func not in _CROSS_DEVICE:\n',
-        '        if value.numel() > 1 and value.device.type == "cpu" and func not in _CROSS_DEVICE:\n',
+        "npu_shim/testing/simulated/torch_npu/_device_rules.py",
+        '    if tensor.dim() > 0 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
+        '    if tensor.numel() > 1 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
         "the unit layer has no torch; tests/kit/test_device_rules.py::"
         "test_an_op_mixing_npu_and_cpu_tensors_raises_as_torch_does_for_any_two_devices kills it",
     ),

@@ -1,7 +1,8 @@
 """A child of tests/kit/test_parallel_kit.py, in compute mode (no arguments): prints one JSON report.
 
 Where user code goes wrong on the simulated device as on a real one (npu and CPU tensors mixed), and what it does
-as one: saving and loading npu tensors, autocast, memory figures, deep copies, dropout's generator.
+as one: what an op gives back (its argument, a view of it), saving and loading npu tensors, autocast, memory figures,
+deep copies, dropout's generator.
 """
 
 from __future__ import annotations
@@ -26,6 +27,42 @@ attempt(report, "cpu_linear", lambda: str(torch.nn.Linear(3, 2)(on).device))
 attempt(report, "zero_dim_cpu", lambda: [str((on * torch.tensor(2.0)).device), gap(on * torch.tensor(2.0), a * 2)])
 attempt(report, "cpu_index", lambda: [str(on[torch.tensor([0, 2])].device), gap(on[torch.tensor([0, 2])], a[[0, 2]])])
 attempt(report, "to_cpu", lambda: [str(on.cpu().device), gap(on.cpu(), a)])
+
+
+# what an op gives back, as on any device: an in-place or out= op its argument; a view its base's memory; an
+# in-place view op the argument with the sizes and strides the CPU gives it
+def gives_back() -> list[Any]:
+    grid, out = npu(torch.arange(6.0).reshape(2, 3)), npu(torch.empty(2, 3))
+    row = grid.view(-1)
+    row[0] = 100.0
+    return [
+        grid.add_(1) is grid, torch.add(grid, grid, out=out) is out, row._base is grid,
+        row.untyped_storage().data_ptr() == grid.untyped_storage().data_ptr(), grid[0, 0].item(),
+    ]  # fmt: skip
+
+
+attempt(report, "gives_back", gives_back)
+IN_PLACE_VIEWS = {
+    "t_": lambda x: x.t_(),
+    "transpose_": lambda x: x.transpose_(0, 1),
+    "unsqueeze_": lambda x: x.unsqueeze_(0),
+    "squeeze_": lambda x: x.unsqueeze_(1).squeeze_(1),
+    "as_strided_": lambda x: x.as_strided_((3,), (2,)),
+}
+for name, op in IN_PLACE_VIEWS.items():
+
+    def in_place_view(op=op) -> list[Any]:
+        on_cpu, on_npu = torch.arange(6.0).reshape(2, 3), npu(torch.arange(6.0).reshape(2, 3))
+        returned, reference = op(on_npu), op(on_cpu)
+        return [
+            returned is on_npu, list(on_npu.shape) == list(reference.shape), on_npu.stride() == reference.stride(),
+            gap(on_npu.contiguous(), reference.contiguous()),
+        ]  # fmt: skip
+
+    attempt(report, name, in_place_view)
+attempt(report, "resize_", lambda: npu(torch.zeros(2, 3)).resize_(10).shape)
+attempt(report, "resize_same", lambda: list(npu(torch.zeros(2, 3)).resize_(2, 3).shape))
+attempt(report, "out_of_another_size", lambda: torch.add(npu(torch.ones(2)), 1, out=npu(torch.empty(3))).shape)
 
 # saved npu tensors: torch.load's defaults (weights_only=True), and map_location
 buffer = io.BytesIO()

@@ -1,9 +1,10 @@
 """Which torch the SIMULATED torch_npu runs on: the range its compute mode is tested on, and the version it reports.
 
 Compute mode (:mod:`torch_npu._compute`) builds on torch's private and experimental APIs (the Python backend of
-``PrivateUse1``, dispatch-key guards, ``AutocastPrivateUse1``, ``torch._utils._rebuild_*``, op schemas), which
-change between torch releases without notice. It is tested on torch 2.13 only: on another torch ``enable()``
-refuses with the reason, unless ``NPU_SHIM_SIM_ANY_TORCH=1`` asks to try it anyway (with a warning).
+``PrivateUse1``, dispatch-key guards, ``AutocastPrivateUse1``, ``torch._utils._rebuild_*``, op schemas, the alias
+bookkeeping of ``torch.utils._python_dispatch``), which change between torch releases without notice. It is tested
+on torch 2.13 only: on another torch ``enable()`` refuses with the reason, unless ``NPU_SHIM_SIM_ANY_TORCH=1`` asks
+to try it anyway (with a warning).
 
 A real torch_npu is built for one torch and says so in its version (``2.6.0.post3`` for torch 2.6.0): the stand-in
 reports the installed torch's release, marked as simulated (``2.13.0+npu_shim.simulated``).

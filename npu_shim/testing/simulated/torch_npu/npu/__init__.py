@@ -2,8 +2,8 @@
 
 ``device_count() == 0`` keeps verl's ``set_random_seed`` away from Megatron's
 CUDA RNG tracker, which would need a real device. In compute mode
-(``NPU_SHIM_SIM_COMPUTE=1``) ``torch_npu._compute`` replaces these answers: one
-device, RNG state, memory figures, streams and events.
+(``NPU_SHIM_SIM_COMPUTE=1``) ``torch_npu._compute.enable`` replaces these answers with
+``torch_npu._device_module``'s: one device, RNG state, memory figures, streams and events.
 """
 
 from __future__ import annotations
