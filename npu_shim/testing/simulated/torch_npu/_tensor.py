@@ -174,8 +174,8 @@ def _rewrapped(value: Any, wrap: Callable[[torch.Tensor], Any]) -> Any:
 
 def _wrap(value: torch.Tensor, identity: dict[int, torch.Tensor]) -> torch.Tensor:
     """A result as an npu tensor. An argument's own inner tensor (an in-place op's result) is given as that argument,
-    which is what ``return_and_correct_aliasing`` gives back: no wrapper built to be thrown away (a third of a
-    training step's dispatch time, benchmarks/kit_dispatch.py)."""
+    which is what ``return_and_correct_aliasing`` gives back: no wrapper built to be thrown away (about 15 us each
+    under ``cProfile``)."""
     known = identity.get(id(value))
     if isinstance(known, NpuTensor):
         return known
