@@ -269,8 +269,16 @@ MUTATIONS = [
     Mutation(
         "kit: an in-place view op (t_) given back by identity, its wrapper's sizes left as they were",
         "npu_shim/testing/simulated/torch_npu/_tensor.py",
-        "is not None and not info.is_inplace_view_op\n",
-        "is not None\n",
+        "        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
+        "        if info.read_only_alias_match_indexes:\n",
+        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
+    ),
+    Mutation(
+        "kit: a view's result taken as fresh, its storage not made its base's",
+        "npu_shim/testing/simulated/torch_npu/_tensor.py",
+        "        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
+        "        if info.is_inplace_view_op:\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),

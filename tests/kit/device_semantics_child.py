@@ -38,6 +38,7 @@ def gives_back() -> list[Any]:
     return [
         grid.add_(1) is grid, torch.add(grid, grid, out=out) is out, row._base is grid,
         row.untyped_storage().data_ptr() == grid.untyped_storage().data_ptr(), grid[0, 0].item(),
+        torch._C._is_alias_of(row, grid), torch._C._is_alias_of(grid.clone(), grid),
     ]  # fmt: skip
 
 

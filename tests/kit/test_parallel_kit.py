@@ -76,7 +76,9 @@ def test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_coun
     assert report["zero_dim_cpu"] == ["ran", ["npu:0", 0.0]], "a 0-dim CPU tensor is a scalar on any device"
     assert report["cpu_index"] == ["ran", ["npu:0", 0.0]], "CPU indices are allowed, as on CUDA"
     assert report["to_cpu"] == ["ran", ["cpu", 0.0]]
-    assert report["gives_back"] == ["ran", [True, True, True, True, 101.0]], "the argument; a view shares its memory"
+    assert report["gives_back"] == ["ran", [True, True, True, True, 101.0, True, False]], (
+        "an in-place or out= op gives back its argument; a view shares its base's memory, and torch sees it alias"
+    )
     for name in ("t_", "transpose_", "unsqueeze_", "squeeze_", "as_strided_"):
         assert report[name] == ["ran", [True, True, True, 0.0]], (name, "as the CPU's sizes, strides and values")
     for name in ("resize_", "out_of_another_size"):  # a wrapper's size is fixed: refused, with the reason

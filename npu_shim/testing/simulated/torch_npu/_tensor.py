@@ -17,8 +17,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import get_alias_info, return_and_correct_aliasing
 
-from torch_npu import _device_rules, _rng
+from torch_npu._device_rules import is_npu, on_the_cpu, refuse_if_mixed
 from torch_npu._memory import MEMORY
+from torch_npu._rng import GENERATOR, RANDOM_WITHOUT_GENERATOR, draws_random, on_device_generator
 
 DEVICE: torch.device  # npu:0, once name_device() has run (after torch knows the backend as "npu")
 
@@ -113,26 +114,28 @@ class NpuTensor(torch.Tensor):
             return special(*args, **kwargs)
         identity: dict[int, torch.Tensor] = {}  # what each argument is, by the id of what the op sees
         device = kwargs.get("device")
-        leaves_to_cpu = device is not None and not _device_rules.is_npu(device)
+        leaves_to_cpu = device is not None and not is_npu(device)
         inner_args = _unwrapped(args, identity, func)
         inner_kwargs = _unwrapped(kwargs, identity, func)
-        if inner_kwargs.get("generator") is None and _rng.draws_random(func):
-            inner_kwargs["generator"] = _rng.GENERATOR
-        if func in _rng.RANDOM_WITHOUT_GENERATOR:
-            result = _rng.on_device_generator(func, inner_args, inner_kwargs)
+        if inner_kwargs.get("generator") is None and draws_random(func):
+            inner_kwargs["generator"] = GENERATOR
+        if func in RANDOM_WITHOUT_GENERATOR:
+            result = on_device_generator(func, inner_args, inner_kwargs)
         else:
             result = func(*inner_args, **inner_kwargs)
         if leaves_to_cpu:
             return _rewrapped(result, lambda value: _cpu_result(value, identity))
         wrapped = _rewrapped(result, lambda value: _wrap(value, identity))
-        if _gives_back_its_arguments(func) and _all_arguments(wrapped, identity):
-            returned = wrapped  # what return_and_correct_aliasing returns here, without its per-call lookup
-        else:
-            returned = return_and_correct_aliasing(func, args, kwargs, wrapped)
-        if isinstance(returned, NpuTensor) and returned.shape != returned._inner.shape:
-            # an out= tensor of another size, which the CPU kernel resized: the wrapper would keep its old size
-            raise _resized(func, returned.shape, returned._inner.shape)
-        return returned
+        aliasing = _aliasing(func)
+        if aliasing is _FRESH:
+            return wrapped  # what return_and_correct_aliasing returns for these, without its per-call cost
+        if aliasing is _ITS_ARGUMENTS:
+            if isinstance(wrapped, NpuTensor) and wrapped.shape != wrapped._inner.shape:
+                # an out= tensor of another size, which the CPU kernel resized: the wrapper would keep its old size
+                raise _resized(func, wrapped.shape, wrapped._inner.shape)
+            if _all_arguments(wrapped, identity):
+                return wrapped
+        return return_and_correct_aliasing(func, args, kwargs, wrapped)
 
 
 def _cpu_result(value: Any, identity: dict[int, torch.Tensor]) -> Any:
@@ -155,13 +158,13 @@ def _unwrapped(value: Any, identity: dict[int, torch.Tensor], func: Any) -> Any:
         return value._inner
     if isinstance(value, torch.Tensor):
         identity[id(value)] = value
-        _device_rules.refuse_if_mixed(value, func, DEVICE)
+        refuse_if_mixed(value, func, DEVICE)
         return value
     if isinstance(value, (list, tuple)):
         return type(value)(_unwrapped(item, identity, func) for item in value)
     if isinstance(value, dict):
         return {key: _unwrapped(item, identity, func) for key, item in value.items()}
-    return _device_rules.on_the_cpu(value)
+    return on_the_cpu(value)
 
 
 def _rewrapped(value: Any, wrap: Callable[[torch.Tensor], Any]) -> Any:
@@ -184,23 +187,30 @@ def _wrap(value: torch.Tensor, identity: dict[int, torch.Tensor]) -> torch.Tenso
     return NpuTensor(value)
 
 
-_GIVES_BACK_ITS_ARGUMENTS: dict[Any, bool] = {}
+# What torch's bookkeeping would do with an op's results, read once per op from torch's reading of its schema
+# (get_alias_info): nothing (no result aliases an argument), give back the arguments it wrote (in-place and out=
+# ops), or more (views, in-place view ops), which only return_and_correct_aliasing itself does.
+_FRESH, _ITS_ARGUMENTS, _TORCHS = "fresh", "its arguments", "torch's"
+_ALIASING: dict[Any, str] = {}
 
 
-def _gives_back_its_arguments(func: Any) -> bool:
-    """Whether every result of ``func`` is an argument it wrote (in-place and ``out=`` ops), its metadata unchanged.
-
-    For these, ``return_and_correct_aliasing`` finds the argument by normalising the call against the schema
-    (``torch.fx``'s ``normalize_function``): about 50 us an op, a quarter of the kit's dispatch time in a training
-    step (benchmarks/kit_dispatch.py). The identity of the results says the same for nothing. The decision is
-    still torch's reading of the schema; in-place view ops (``t_``), whose wrapper's metadata must change, are not
-    among these.
-    """
-    known = _GIVES_BACK_ITS_ARGUMENTS.get(func)
-    if known is None:
+def _aliasing(func: Any) -> str:
+    """Which of the three ``func`` is. The first two are ``return_and_correct_aliasing``'s early exits, taken here
+    without its per-call cost: for in-place ops it finds the argument by normalising the call against the schema
+    (``torch.fx``'s ``normalize_function``, about 50 us an op, a quarter of the kit's dispatch time in a training
+    step), where the identity of the result says the same; for every op it walks the schema's aliases anew.
+    ``benchmarks/kit_dispatch.py`` measures it; docs/testing.md has the figures."""
+    kind = _ALIASING.get(func)
+    if kind is None:
         info = get_alias_info(func)
-        known = _GIVES_BACK_ITS_ARGUMENTS[func] = info.outs_write_aliases is not None and not info.is_inplace_view_op
-    return known
+        if info.is_inplace_view_op or info.read_only_alias_match_indexes:
+            kind = _TORCHS
+        elif info.outs_write_aliases is not None:
+            kind = _ITS_ARGUMENTS
+        else:
+            kind = _FRESH
+        _ALIASING[func] = kind
+    return kind
 
 
 def _all_arguments(value: Any, identity: dict[int, torch.Tensor]) -> bool:
