@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-_CPU = torch.device("cpu")
+CPU = torch.device("cpu")
 
 # Ops that take CPU tensors beside device ones on any device: copies between devices, and CPU indices.
 CROSS_DEVICE = frozenset(
@@ -38,7 +38,7 @@ def is_npu(device: Any) -> bool:
 
 def on_the_cpu(value: Any) -> Any:
     """``value`` with an npu device named as the CPU (where the op really runs); anything else as it is."""
-    return _CPU if is_npu(value) else value
+    return CPU if is_npu(value) else value
 
 
 def refuse_if_mixed(tensor: torch.Tensor, func: Any, device: torch.device) -> None:

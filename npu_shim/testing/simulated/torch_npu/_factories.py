@@ -12,9 +12,8 @@ from typing import Any
 import torch
 
 from torch_npu import _rng
+from torch_npu._device_rules import CPU
 from torch_npu._tensor import NpuTensor, inner, local_scalar_dense
-
-_CPU = torch.device("cpu")
 
 # Factories that build an empty tensor and then resize it (arange.out and the like): a wrapper's size
 # is fixed at creation, so these are answered whole, on the CPU, then wrapped.
@@ -34,7 +33,7 @@ RESIZING_FACTORIES = (
 
 def _factory(op: Any) -> Callable[..., torch.Tensor]:
     def kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
-        kwargs["device"] = _CPU
+        kwargs["device"] = CPU
         if kwargs.get("generator") is None and _rng.draws_random(op):
             kwargs["generator"] = _rng.GENERATOR
         return NpuTensor(op(*args, **kwargs))

@@ -187,19 +187,19 @@ def _wrap(value: torch.Tensor, identity: dict[int, torch.Tensor]) -> torch.Tenso
     return NpuTensor(value)
 
 
-# What torch's bookkeeping would do with an op's results, read once per op from torch's reading of its schema
-# (get_alias_info): nothing (no result aliases an argument), give back the arguments it wrote (in-place and out=
-# ops), or more (views, in-place view ops), which only return_and_correct_aliasing itself does.
 _FRESH, _ITS_ARGUMENTS, _TORCHS = "fresh", "its arguments", "torch's"
 _ALIASING: dict[Any, str] = {}
 
 
 def _aliasing(func: Any) -> str:
-    """Which of the three ``func`` is. The first two are ``return_and_correct_aliasing``'s early exits, taken here
-    without its per-call cost: for in-place ops it finds the argument by normalising the call against the schema
-    (``torch.fx``'s ``normalize_function``, about 50 us an op, a quarter of the kit's dispatch time in a training
-    step), where the identity of the result says the same; for every op it walks the schema's aliases anew.
-    ``benchmarks/kit_dispatch.py`` measures it; docs/testing.md has the figures."""
+    """What torch's bookkeeping would do with ``func``'s results, read once per op from torch's reading of its
+    schema (``get_alias_info``): nothing (no result aliases an argument), give back the arguments it wrote (in-place
+    and ``out=`` ops), or more (views, in-place view ops), which only ``return_and_correct_aliasing`` itself does.
+
+    The first two are that function's early exits, taken here without its per-call cost: for in-place ops it finds
+    the argument by normalising the call against the schema (``torch.fx``'s ``normalize_function``, about 47 us an
+    op, a quarter of the kit's dispatch time in a training step under ``cProfile``), where the identity of the result
+    says the same. ``benchmarks/kit_dispatch.py`` measures it; docs/testing.md has the figures."""
     kind = _ALIASING.get(func)
     if kind is None:
         info = get_alias_info(func)
