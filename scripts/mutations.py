@@ -391,10 +391,18 @@ MUTATIONS = [
     Mutation(
         "kit: compute mode on any torch, untested",
         "npu_shim/testing/simulated/torch_npu/_torch_version.py",
-        "    if _major_minor(torch_version) == TESTED:\n",
+        "    if _major_minor(torch_version) in SUPPORTED:\n",
         "    if True:\n",
         "the unit layer has no torch; tests/kit/test_torch_version.py::"
         "test_compute_mode_refuses_a_torch_it_is_not_tested_on kills it",
+    ),
+    Mutation(
+        "kit: the refusal raised as an Exception while torch imports (torch's autoload error is then the last line)",
+        "npu_shim/testing/simulated/torch_npu/_torch_version.py",
+        "        raise SystemExit(message)",
+        "        raise UnsupportedTorch(message)",
+        "the unit layer has no torch; tests/kit/test_torch_version.py::"
+        "test_where_torch_loads_the_kit_the_refusal_is_the_last_line_not_torchs_autoload_error kills it",
     ),
     Mutation(
         "cli: a command's unknown option told with the top-level usage",

@@ -1,5 +1,6 @@
-"""The simulated torch_npu knows which torch it runs on: compute mode refuses an untested torch, unless told to try,
-and the stand-in reports a version that follows the installed torch, as a real torch_npu's does."""
+"""The simulated torch_npu knows which torch it runs on: compute mode refuses a torch it is not tested on (2.10 and
+2.13 are), unless told to try, with its own message as the last line even where torch loads it, and the stand-in
+reports a version that follows the installed torch, as a real torch_npu's does."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from helpers import clean_env, run_in_session
 from npu_shim.testing import simulated_npu_env
 
 CHILD = Path(__file__).with_name("torch_version_child.py")
-RELEASE = torch.__version__.partition("+")[0]  # the installed torch, 2.13.x in every environment of the matrix
+AUTOLOAD_CHILD = Path(__file__).with_name("autoload_refusal_child.py")
+RELEASE = torch.__version__.partition("+")[0]  # the installed torch: 2.13.x on Python 3.11, 2.10.x on 3.12
+SUPPORTED = "tested on torch 2.10.x or 2.13.x and builds on torch's private APIs"
 
 
 def import_on(torch_version: str, **env: str) -> tuple[dict, str]:
@@ -23,20 +26,39 @@ def import_on(torch_version: str, **env: str) -> tuple[dict, str]:
     return run.report, run.stderr
 
 
-def test_the_installed_torch_is_the_tested_one_and_the_stand_in_follows_it():
+def test_the_installed_torch_is_a_tested_one_and_the_stand_in_follows_it():
     report, stderr = import_on(str(torch.__version__))
     assert report["import"] == ["ran", f"{RELEASE}+npu_shim.simulated"], "torch's release, marked as simulated"
     assert report["computes"] == 6.0
     assert "NPU_SHIM_SIM_ANY_TORCH" not in stderr
 
 
-@pytest.mark.parametrize("other", ["2.14.0+cpu", "2.12.1", "3.0.0a0+git1234"])
+@pytest.mark.parametrize("tested", ["2.10.0+cu128", "2.10.1", "2.13.0+cpu", "2.13.2"])
+def test_compute_mode_takes_each_tested_torch_and_the_version_follows_it(tested):
+    report, stderr = import_on(tested)
+    assert report["import"] == ["ran", f"{tested.partition('+')[0]}+npu_shim.simulated"]
+    assert "NPU_SHIM_SIM_ANY_TORCH" not in stderr
+
+
+# 2.9 is the torch of verl's v0.8.0 image: no CPU build of it installs on this machine kind (docs/testing.md)
+@pytest.mark.parametrize("other", ["2.14.0+cpu", "2.12.1", "2.11.0", "2.9.0", "3.0.0a0+git1234"])
 def test_compute_mode_refuses_a_torch_it_is_not_tested_on(other):
     report, _ = import_on(other)
     kind, message = report["import"]
     assert kind == "RuntimeError"
-    assert f"tested on torch 2.13.x and builds on torch's private APIs; this is torch {other}" in message
-    assert "set NPU_SHIM_SIM_ANY_TORCH=1" in message
+    assert f"{SUPPORTED}; this is torch {other}" in message
+    assert "Install torch 2.10.x or 2.13.x, or set NPU_SHIM_SIM_ANY_TORCH=1" in message
+
+
+def test_where_torch_loads_the_kit_the_refusal_is_the_last_line_not_torchs_autoload_error():
+    environment = simulated_npu_env(clean_env(), compute=True)  # torch's autoload on, as users have it
+    run = run_in_session([sys.executable, str(AUTOLOAD_CHILD)], environment, None, 300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "torch imported" not in run.stdout
+    last = run.stderr.strip().splitlines()[-1]
+    assert f"tested on torch 0.1.x and builds on torch's private APIs; this is torch {torch.__version__}" in last
+    assert last.endswith("Install torch 0.1.x, or set NPU_SHIM_SIM_ANY_TORCH=1 to try it on this torch"), run.stderr
+    assert "Failed to load the backend extension" not in run.stderr
 
 
 def test_a_variable_tries_another_torch_with_a_warning():

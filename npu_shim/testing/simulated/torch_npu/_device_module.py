@@ -130,6 +130,7 @@ def api() -> dict[str, Any]:
         "stream": _stream_context,
         "set_stream": lambda stream: None,
         "is_bf16_supported": lambda including_emulation=True: True,
+        "is_current_stream_capturing": lambda: False,  # no graph capture here (torch's optimizers ask)
         "_lazy_init": lambda: None,
         "_lazy_call": lambda callable, **kwargs: callable(),
     }

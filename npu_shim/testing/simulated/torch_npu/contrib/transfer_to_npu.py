@@ -40,7 +40,7 @@ _CUDA_API = (
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_max_memory_allocated", "memory_stats", "mem_get_info", "Stream", "Event", "current_stream",
     "default_stream", "stream", "set_stream", "device", "get_device_name", "get_device_properties",
-    "get_device_capability", "is_bf16_supported", "_lazy_init", "_lazy_call",
+    "get_device_capability", "is_bf16_supported", "is_current_stream_capturing", "_lazy_init", "_lazy_call",
 )  # fmt: skip
 
 # torch functions and methods with a device argument
