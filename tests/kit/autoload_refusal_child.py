@@ -1,5 +1,5 @@
 """A child of tests/kit/test_torch_version.py: ``import torch`` with the simulated torch_npu autoloaded in compute mode,
-where the kit supports only torch 0.1 (its ``SUPPORTED`` set so before torch loads it), as on a torch it is not tested on.
+where the kit supports only torch 0.1 (its ``SUPPORTED`` set so before torch loads it): a torch it is not tested on.
 
 torch loads the stand-in through its ``torch.backends`` entry point; the test reads what this process prints last.
 """
