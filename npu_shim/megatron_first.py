@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
-import importlib.util
 import sys
 from types import ModuleType
 from typing import Any
 
+from npu_shim.found import found
 from npu_shim.switches import switch, warn_once
 
 MODULE = "megatron_adaptor"
@@ -28,10 +28,7 @@ SWITCH = "NPU_SHIM_MEGATRON_ADAPTOR"
 
 def installed() -> bool:
     """Whether ``megatron_adaptor`` is found here; found, not imported."""
-    try:
-        return importlib.util.find_spec(MODULE) is not None
-    except (ImportError, ValueError):  # a finder that raises, or a module in sys.modules without a spec
-        return False
+    return found(MODULE)
 
 
 def megatron_modules() -> list[str]:

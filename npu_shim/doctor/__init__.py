@@ -20,7 +20,8 @@ found code it does not recognise, or when verl is installed there and
 ``import verl`` fails, or (on any device) when a MindSpeed is installed there but
 ``import mindspeed.megatron_adaptor`` fails (verl then runs every MindSpeed patch
 off: ``mindspeed_import_error``), or when MegatronAdaptor and MindSpeed are installed but TransformerEngineNPU
-does not import (``transformer_engine_import_error``); 2 when the probe gave no report (it crashed, no Ray
+does not import (``transformer_engine_import_error``), or when verl's default bridge, Megatron-Bridge, does not import
+where verl looks up npu engines (``bridge``); 2 when the probe gave no report (it crashed, no Ray
 cluster answered, or npu_shim is not importable there and the critic's engine
 is not known to fail); else 0, including when verl is not installed and when no
 NPU is seen there (``"not judged"``: the critic's engine lookup is only judged
@@ -88,6 +89,11 @@ where verl looks up NPU engines).
   ``NPU_SHIM_MEGATRON_ADAPTOR`` on), and the Megatron modules the probe process had imported before
   MegatronAdaptor (``[]``: it came first; None: Megatron not imported there, or MegatronAdaptor not installed).
   Reported, not judged: it changes no status
+- ``bridge``: ``{"default": "Megatron-Bridge"|"mbridge"|None, "import_error": {"module", "error", "missing"}|None,
+  "meaning": str|None}``: the bridge verl's default engine config builds Megatron models through (None: this verl has
+  no ``vanilla_mbridge``, before 0.9.0), and, where that is Megatron-Bridge and verl's Megatron engine imported, how
+  the probe's import of ``verl.models.mcore.bridge`` (verl's own import of ``megatron.bridge``) failed, with both ways
+  out in ``meaning``. Not None where verl looks up npu engines: ``"problem"`` (verl #6931)
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
 - ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)

@@ -8,16 +8,15 @@ README, "MindSpeed lines" (docs/mindspeed-lines.md), has the table this condense
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import importlib.util
 import logging
 import sys
-from types import ModuleType
 from typing import Any
 
 from npu_shim import megatron_first, mindspeed_line
+from npu_shim.doctor.imports import import_or_failure
 from npu_shim.fixes import shared_repatch
+from npu_shim.found import found
 from npu_shim.layout import VerlLayout
 from npu_shim.switches import switch
 
@@ -38,24 +37,16 @@ NOT_TRIED = {
 }
 
 
-def _found(name: str) -> bool:
-    """Whether a top-level module ``name`` is found here; found, not imported."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a finder that raises, or a module in sys.modules without a spec
-        return False
-
-
 def installed() -> bool:
     """Whether a top-level ``mindspeed`` is found here; found, not imported (that could patch Megatron)."""
-    return _found("mindspeed")
+    return found("mindspeed")
 
 
 def dependencies() -> dict[str, bool]:
     """Whether MegatronAdaptor and TransformerEngineNPU, which core_r0.17.0/core_r0.18.0 need, are found here."""
     return {
         "megatron_adaptor_installed": megatron_first.installed(),
-        "transformer_engine_installed": _found(TRANSFORMER_ENGINE),
+        "transformer_engine_installed": found(TRANSFORMER_ENGINE),
     }
 
 
@@ -111,23 +102,13 @@ def empty() -> dict[str, Any]:
     }
 
 
-def _import(module: str) -> tuple[ModuleType | None, dict[str, Any] | None]:
-    """``module`` imported here, or how that failed (what a guarded import, verl's or Megatron's, hid)."""
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
-            return importlib.import_module(module), None
-    except Exception as error:
-        missing = error.name if isinstance(error, ModuleNotFoundError) else None
-        return None, {"module": module, "error": f"{type(error).__name__}: {error}", "missing": missing}
-
-
 def _transformer_engine_failure() -> dict[str, Any] | None:
     """Where MegatronAdaptor and MindSpeed are installed (the three-layer lines, core_r0.17.0 and core_r0.18.0, which
     need all three), whether TransformerEngineNPU imports. Megatron's own import of it is guarded: without it Megatron
     runs with no Transformer Engine, and verl's TE-spec models and MindSpeed 0.18's norms fail only when built."""
     if not (installed() and megatron_first.installed()):
         return None
-    return _import(TRANSFORMER_ENGINE)[1]
+    return import_or_failure(TRANSFORMER_ENGINE)[1]
 
 
 def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
@@ -157,7 +138,7 @@ def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
             result["context_parallel_wrapper"] = False
     unbound = dict(NOT_TRIED)
     if repatch is None and installed():  # why verl bound none: its guarded import hid the error
-        imported, unbound["mindspeed_import_error"] = _import(ADAPTOR)
+        imported, unbound["mindspeed_import_error"] = import_or_failure(ADAPTOR)
         if imported is not None:
             unbound["mindspeed_adaptor_has_repatch"] = getattr(imported, "repatch", None) is not None
     if unbound["mindspeed_import_error"] is None:
@@ -225,7 +206,7 @@ def _import_failure(failure: dict[str, Any]) -> str:
     if failure["missing"] == MEGATRON_ADAPTOR:
         also = (
             ""
-            if _found(TRANSFORMER_ENGINE)
+            if found(TRANSFORMER_ENGINE)
             else "; TransformerEngineNPU (module transformer_engine) is not installed either"
         )
         return (

@@ -105,12 +105,21 @@ def _verl_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     lines.append(("mindspeed has", features))
     lines += [("mindspeed means", meaning) for meaning in mindspeed.get("meaning", [])]
     lines.append(("value_model/megatron", _resolution_text(report)))
+    bridge = report.get("bridge") or {}
+    if bridge.get("default"):
+        lines.append(("bridge", bridge["meaning"] or _bridge_text(bridge["default"])))
     if "megatron_adaptor" in report:
         lines.append(("megatron_adaptor", _adaptor_text(report["megatron_adaptor"])))
     for row in report.get("unrecognised", []):
         then = "a Megatron critic on an NPU fails" if row["breaks_critic"] else "see its reason under fixes"
         lines.append(("unrecognised", f"{row['fix']}: verl needs its change, in code npu_shim does not know; {then}"))
     return lines
+
+
+def _bridge_text(default: str) -> str:
+    if default == "mbridge":
+        return "mbridge (verl's default here)"
+    return "Megatron-Bridge (verl's default, vanilla_mbridge=False): imports here"
 
 
 def _adaptor_text(adaptor: dict[str, Any]) -> str:
@@ -154,6 +163,8 @@ def render(report: dict[str, Any]) -> str:
             f"({engine_failure['error']}), so Megatron has no Transformer Engine and verl's Megatron models do "
             "not build"
         )
+    elif report["status"] == "problem" and (report.get("bridge") or {}).get("import_error"):
+        status += ": verl's default Megatron-Bridge does not import, so no Megatron engine of its default config builds"
     elif report["status"] == "not judged":
         status += (
             f": verl looks up {report.get('engine_device')} engines here, not npu; "

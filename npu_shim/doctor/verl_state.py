@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import logging
 import os
 import sys
@@ -21,9 +20,10 @@ from typing import Any
 import npu_shim
 from npu_shim.catalogue import FIXES, apply_watching, critic_fails_without, fix_names, watched_modules, watches
 from npu_shim.changes import ChangeSet
-from npu_shim.doctor import mindspeed_state
+from npu_shim.doctor import bridge_state, mindspeed_state
 from npu_shim.doctor.routes import names_at_fault
 from npu_shim.fixes import lm_engine_repatch, mindspeed_line_repatch, value_engine
+from npu_shim.found import found
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
 from npu_shim.switches import switch
 from npu_shim.verdicts import APPLIED, NOT_APPLICABLE, UNRECOGNISED, Outcome, is_ours
@@ -78,10 +78,8 @@ def _shim_state() -> dict[str, Any]:
             else "not activated: no sitecustomize of npu_shim ran, and importing verl did not import npu_shim"
         )
     elif hook is None:
-        try:  # what stopped it, found rather than guessed: no wrapt here, or the error the hook's import raised
-            no_wrapt = importlib.util.find_spec("wrapt") is None
-        except (ImportError, ValueError):  # a finder that raises, or a wrapt in sys.modules without a spec
-            no_wrapt = False
+        # what stopped it, found rather than guessed: no wrapt here, or the error the hook's import raised
+        no_wrapt = "wrapt" not in sys.modules and not found("wrapt")
         error = getattr(npu_shim, "hook_import_error", None)  # recorded by npu_shim.install_hook
         why = "wrapt is not installed here" if no_wrapt else error and f"npu_shim.hook failed to import: {error}"
         state["reason"] = f"the shim's import hook did not load{f' ({why})' if why else ''}; verl runs unpatched"
@@ -229,13 +227,9 @@ def _resolve(registry: Any) -> dict[str, Any]:
 
 def _torch_npu() -> dict[str, Any]:
     module = sys.modules.get("torch_npu")
-    try:
-        importable = module is not None or importlib.util.find_spec("torch_npu") is not None
-    except (ImportError, ValueError):
-        importable = False
     return {
         "loaded": module is not None,
-        "importable": importable,
+        "importable": module is not None or found("torch_npu"),
         "simulated": None if module is None else bool(getattr(module, "SIMULATED", False)),
     }
 
@@ -253,10 +247,7 @@ def _import_failure(error: str | None) -> str:
 
 def _verl_installed() -> bool:
     """Whether this interpreter finds a verl package at all (its import may still fail)."""
-    try:
-        return importlib.util.find_spec("verl") is not None
-    except (ImportError, ValueError):
-        return False
+    return found("verl")
 
 
 def _device() -> str | None:
@@ -309,6 +300,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         "mindspeed_installed": mindspeed_state.installed(),
         **mindspeed_state.NOT_TRIED,
         **mindspeed_state.dependencies(),
+        "bridge": {"default": None, "import_error": None, "meaning": None},
         "torch_npu": None,
         "device": None,
         "engine_device": None,
@@ -367,6 +359,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         report["fixes"] = _fixes(layout, report["shim"], import_errors)
         report["unrecognised"] = _unrecognised(report["fixes"])
         report.update(mindspeed_state.mindspeed_state(layout))
+        report["bridge"] = bridge_state.bridge_state()
         report["registry"] = _registry_rows(layout.registry)
         report.update(_resolve(layout.registry))
         report["engine_device"] = _engine_device(layout.registry, report["device"])
@@ -390,5 +383,6 @@ def _judge(report: dict[str, Any]) -> None:
         report["status"] = NOT_JUDGED
         return
     breaks_critic = any(row["breaks_critic"] for row in report["unrecognised"])
-    if breaks_critic or not report["value_model_megatron_resolves"]:
+    no_bridge = report["bridge"]["import_error"] is not None  # verl's default config builds no Megatron model
+    if breaks_critic or no_bridge or not report["value_model_megatron_resolves"]:
         report.update(status=PROBLEM, exit_code=1)

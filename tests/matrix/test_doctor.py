@@ -45,6 +45,23 @@ LACKS_6674 = VERL_TUPLE == (0, 8)  # ... but not #6674, which the shim carries t
 SHIM_WORK = fixes_by_release()[matrix_column()]
 FIXES = list(SHIM_WORK)
 LAYOUT = "0.6/0.7" if AFFECTED else "0.8.0" if LACKS_6674 else "native"
+MEGATRON = ".".join(importlib.metadata.version("megatron-core").split(".")[:2])
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# verl's default bridge per release (McoreEngineConfig.vanilla_mbridge): none to choose before 0.8.0, mbridge on
+# 0.8.0, Megatron-Bridge from 0.9.0; where that is missing no Megatron engine of verl's default config builds (#6931)
+DEFAULT_BRIDGE = "Megatron-Bridge" if VERL_TUPLE >= (0, 9) else "mbridge" if VERL_TUPLE == (0, 8) else None
+BRIDGE_MISSING = DEFAULT_BRIDGE == "Megatron-Bridge" and not _installed("megatron-bridge")
+# with the shim, and without it where verl has the value engine
+NATIVE_STATUS = (1, "problem") if BRIDGE_MISSING else (0, "ok")
 
 if not (AFFECTED or NATIVE):
     raise pytest.UsageError(f"tests/matrix needs verl 0.6 or later installed (found {VERL!r}); run `make test`")
@@ -107,9 +124,8 @@ def test_sees_verl_and_the_simulated_npu(case: str, request: pytest.FixtureReque
     assert report["exit_code"] == report["_returncode"]
 
 
-def test_with_shim_resolves_and_exits_0(with_shim: dict[str, Any]) -> None:
-    assert with_shim["_returncode"] == 0
-    assert with_shim["status"] == "ok"
+def test_with_shim_resolves_and_exits_0_where_verls_default_bridge_imports(with_shim: dict[str, Any]) -> None:
+    assert (with_shim["_returncode"], with_shim["status"]) == NATIVE_STATUS
     assert with_shim["shim"]["active"] is True
     assert with_shim["shim"]["activated_via"] == "sitecustomize"
     assert with_shim["probed_in"] == "a fresh interpreter"
@@ -173,11 +189,34 @@ def test_without_shim_the_exit_status_matches_the_release(without_shim: dict[str
         assert without_shim["layout"]["id"] == LAYOUT
         assert would == {fix: "apply" if verdict == "applied" else verdict for fix, verdict in SHIM_WORK.items()}
     else:
-        assert without_shim["_returncode"] == 0
-        assert without_shim["status"] == "ok"
+        assert (without_shim["_returncode"], without_shim["status"]) == NATIVE_STATUS
         assert without_shim["value_model_megatron_resolves"] is True
         assert without_shim["layout"]["id"] == LAYOUT
         assert would == {fix: "apply" if verdict == "applied" else verdict for fix, verdict in SHIM_WORK.items()}
+
+
+@pytest.mark.parametrize("case", ["with_shim", "without_shim"])
+def test_names_verls_default_bridge_and_a_missing_megatron_bridge_with_both_ways_out(
+    case: str, request: pytest.FixtureRequest
+) -> None:
+    """verl #6931: on an NPU without Megatron-Bridge, verl 0.9's default config dies at the first engine it builds
+    (``No module named 'megatron.bridge'``). The doctor names the import that fails and both ways out."""
+    from npu_shim.doctor.render import render
+
+    report = request.getfixturevalue(case)
+    bridge = report["bridge"]
+    assert bridge["default"] == DEFAULT_BRIDGE
+    if not BRIDGE_MISSING:
+        assert (bridge["import_error"], bridge["meaning"]) == (None, None), bridge
+        return
+    failure = bridge["import_error"]
+    assert (failure["module"], failure["missing"]) == ("verl.models.mcore.bridge", "megatron.bridge"), failure
+    assert failure["error"] == "ModuleNotFoundError: No module named 'megatron.bridge'"
+    assert "Megatron-Bridge is not installed" in bridge["meaning"]
+    assert "install Megatron-Bridge" in bridge["meaning"]
+    assert "critic.megatron.vanilla_mbridge=True" in bridge["meaning"]
+    status = next(line for line in render(report).splitlines() if line.split()[:1] == ["status"])
+    assert "problem (exit 1): verl's default Megatron-Bridge does not import" in status
 
 
 # -- the command line, without verl ------------------------------------------------------------------
@@ -229,7 +268,12 @@ def test_names_what_each_mindspeed_line_offers(line: str, found: tuple[bool, boo
     assert _verdicts(report)["mindspeed_line_repatch"] == mend
 
 
-@pytest.mark.skipif(VERL != "0.9.1", reason="once, on the release verl's Ascend images run with core_r0.18.0")
+ON_THE_IMAGES_STACK = pytest.mark.skipif(
+    (VERL, MEGATRON) != ("0.9.1", "0.18"), reason="on the stack verl's Ascend images run: 0.9.1, Megatron 0.18"
+)
+
+
+@ON_THE_IMAGES_STACK
 @pytest.mark.parametrize(
     ("megatron_adaptor", "transformer_engine_npu"),
     [(True, True), (False, True), (True, False)],
@@ -249,7 +293,7 @@ def test_on_core_r0_18_a_missing_megatron_adaptor_or_tenpu_is_a_problem_the_doct
     report = _doctor(env)
     assert report["transformer_engine_installed"] is transformer_engine_npu
     if megatron_adaptor and transformer_engine_npu:
-        assert (report["_returncode"], report["status"]) == (0, "ok"), report
+        assert (report["_returncode"], report["status"]) == NATIVE_STATUS, report
         assert report["mindspeed_import_error"] is report["transformer_engine_import_error"] is None
         assert report["mindspeed"]["repatch_importable"] is True
         return
@@ -265,7 +309,7 @@ def test_on_core_r0_18_a_missing_megatron_adaptor_or_tenpu_is_a_problem_the_doct
     assert not any("absent" in meaning for meaning in report["mindspeed"]["meaning"])
 
 
-@pytest.mark.skipif(VERL != "0.9.1", reason="once, on the release verl's Ascend images run with core_r0.18.0")
+@ON_THE_IMAGES_STACK
 def test_on_core_r0_18_megatron_adaptor_comes_before_megatron_where_verl_imports_megatron_first() -> None:
     """verl made to import Megatron first thing (``VERL_USE_EXTERNAL_MODULES=megatron.core``, before its MindSpeed
     engine imports MindSpeed and so MegatronAdaptor): npu_shim's watcher, started by its sitecustomize with the

@@ -1,0 +1,66 @@
+"""The bridge verl's Megatron engines build their models through here, and whether it imports (verl #6931).
+
+verl 0.9.0 on builds every Megatron model through Megatron-Bridge by default (``McoreEngineConfig.vanilla_mbridge``
+False): the engine imports ``verl.models.mcore.bridge``, which imports ``megatron.bridge``. Where Megatron-Bridge is
+missing or does not import, every Megatron engine of verl's default config, critic and actor, fails when it is
+built, in the Ray actor (verl #6931: ``No module named 'megatron.bridge'`` on an NPU). ``vanilla_mbridge=True``
+takes the legacy mbridge instead, which verl calls deprecated. Part of the doctor's probe (see ``verl_state``): it
+imports the module verl's engine imports, as the engine would, and says how that failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from npu_shim.doctor.imports import import_or_failure
+
+MEGATRON_BRIDGE = "Megatron-Bridge"
+MBRIDGE = "mbridge"
+VERL_BRIDGE_MODULE = "verl.models.mcore.bridge"  # what verl's Megatron engine imports for Megatron-Bridge
+MEGATRON_ENGINE_MODULE = "verl.workers.engine.megatron"
+WAYS_OUT = (
+    "install Megatron-Bridge (verl's Ascend images: pip install --no-deps megatron-bridge), or set "
+    "vanilla_mbridge=True for each Megatron role (actor_rollout_ref.actor.megatron.vanilla_mbridge=True "
+    "critic.megatron.vanilla_mbridge=True: the legacy mbridge, deprecated in verl)"
+)
+
+
+def default_bridge() -> str | None:
+    """The bridge verl's default engine config builds through: None where this verl has no such choice (< 0.9)."""
+    config = sys.modules.get("verl.workers.config")
+    fields = getattr(getattr(config, "McoreEngineConfig", None), "__dataclass_fields__", {})
+    vanilla = fields.get("vanilla_mbridge")
+    if vanilla is None:
+        return None
+    return MBRIDGE if vanilla.default else MEGATRON_BRIDGE
+
+
+def bridge_state() -> dict[str, Any]:
+    """The report's ``bridge``: the default bridge here, and how verl's import of Megatron-Bridge fails (or None).
+
+    Tried only where verl's Megatron engine module imported (Megatron is installed) and the default is
+    Megatron-Bridge: anything else has no Megatron model to build, or builds it through mbridge.
+    """
+    default = default_bridge()
+    failure = None
+    if default == MEGATRON_BRIDGE and MEGATRON_ENGINE_MODULE in sys.modules:
+        failure = import_or_failure(VERL_BRIDGE_MODULE)[1]
+    return {"default": default, "import_error": failure, "meaning": meaning(failure)}
+
+
+def meaning(failure: dict[str, Any] | None) -> str | None:
+    """What a failed import of Megatron-Bridge means for verl's Megatron engines, and both ways out."""
+    if failure is None:
+        return None
+    missing = failure["missing"]
+    cause = (
+        "Megatron-Bridge is not installed"
+        if missing in ("megatron.bridge", "megatron")
+        else f"`import {failure['module']}` fails: {failure['error']}"
+    )
+    return (
+        f"verl's Megatron engines build their models through Megatron-Bridge by default (vanilla_mbridge=False), "
+        f"and {cause}: every Megatron engine with verl's default config (critic and actor) fails when it is built; "
+        f"fix: {WAYS_OUT}"
+    )
