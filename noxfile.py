@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +22,25 @@ import nox
 
 ROOT = Path(__file__).parent
 ENVS = ROOT / ".cache" / "envs"
-# uv installs every environment from one cache on the same disk, hard-linking each file from it: the nine
-# environments share torch, Ray, pyarrow and transformers (2.7 GB in all, not 14), and pip's 75 s of
-# unpacking per environment becomes a few seconds after the first.
+# uv installs every environment from one cache on the same disk, hard-linking each file from it: the environments
+# share torch, Ray, pyarrow and transformers (one copy of each per Python), and pip's 75 s of unpacking per
+# environment becomes a few seconds after the first.
 UV_CACHE = ROOT / ".cache" / "uv"
+PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 
-# The CPU build of torch 2.13.0 lies on this machine kind's disk; an open torch
-# requirement would pull a CUDA build of several GB instead.
+# Python 3.11, as verl's Ascend images up to v0.8.0 run: the CPU build of torch 2.13.0 that lies on this machine
+# kind's disk (an open torch requirement would pull a CUDA build of several GB instead).
 TORCH = "torch==2.13.0"
 LOCAL_WHEELS = Path("/opt/wheels")  # where that build lies (this machine kind's pip find-links; uv reads no pip config)
+# Python 3.12 with torch 2.10.0 and torchvision 0.25.0, as verl's newest Ascend images (Dockerfile.ascend_9.1.0_*)
+# pin them. No CPU build of it is reachable here: PyPI's is a CUDA build (about 3.5 GB of downloads with its nvidia
+# libraries, fetched once into uv's cache, docs/costs.md); it imports and computes on a CPU.
+TORCH_PY312 = ["torch==2.10.0", "torchvision==0.25.0"]
 MEGATRON = "megatron-core==0.16.1"
 MEGATRON_0_12 = "megatron-core==0.12.1"  # what MindSpeed 2.3.0_core_r0.12.1 patches
-# What verl's Ascend images run since verl #7604 (core_v0.18.0, with MindSpeed core_r0.18.0). megatron-core >= 0.17
-# says Requires-Python >= 3.12 and ships cp312 wheels only; its sdist is pure Python but for a datasets helper, so it
-# is built here into a wheel for this Python, as the images install Megatron from source (cached_env). Its
-# pipeline schedules import triton, which megatron-core does not require.
+# What verl's Ascend images run since verl #7604 (core_v0.18.0, with MindSpeed core_r0.18.0): megatron-core >= 0.17
+# says Requires-Python >= 3.12 and ships cp312 wheels.
 MEGATRON_0_18 = "megatron-core==0.18.2"
-FROM_SDIST = {MEGATRON_0_18}
 # Beside megatron-core 0.12.1 uv's resolver keeps the newest fsspec and packaging and backtracks datasets (to 2.14)
 # and tensordict (to 0.8) instead; pip's resolution, on which the tests were measured, has these, as beside 0.16.1.
 AS_BESIDE_MEGATRON_0_16 = ["datasets==5.0.1", "tensordict==0.10.0"]
@@ -52,59 +56,81 @@ UNIT_TOOLS = [*TEST_TOOLS, "wheel==0.45.1"]
 # which imports einops there. verl 0.8.0's workers and trainer import uvicorn, fastapi and
 # cachetools without requiring them (an inference engine usually brings them).
 # To train (tests/matrix/test_training.py), verl's Megatron engines build the model through mbridge
-# (0.7-0.8's default; `vanilla_mbridge=True` on 0.9.x, whose default Megatron-Bridge needs Transformer
-# Engine's CUDA build) and import einops: `verl==X` requires neither. mbridge 0.15.1 fails with
+# (0.7-0.8's default; `vanilla_mbridge=True` on 0.9.x, whose default Megatron-Bridge is tested where the images
+# pair it, below) and import einops: `verl==X` requires neither. mbridge 0.15.1 fails with
 # transformers 5 on 0.7.1 and 0.8.0 (`rope_theta`), hence transformers<5 there; 0.9.x pins its own 5.x.
 TRAIN = ["mbridge==0.15.1", "einops==0.8.2"]
 VERL_0_8_EXTRAS = ["pyarrow<26", "uvicorn", "fastapi", "cachetools", "transformers<5", *TRAIN]
-VERL_PINS: dict[str, list[str]] = {
-    "0.6.1": ["verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<4.55", *TRAIN],
-    # verl 0.6.x's Megatron engines build their optimizer through megatron-core 0.12's API: to train, 0.12.1
-    # (MindSpeed 2.x's); megatron-core 0.16.1 rejects `no_weight_decay_cond` (tests/matrix/test_training.py).
-    "0.6.1-mcore0.12": [
-        "verl==0.6.1",
-        TORCH,
-        MEGATRON_0_12,
-        *AS_BESIDE_MEGATRON_0_16,
-        "pyarrow<26",
-        "transformers<4.55",
-        *TRAIN,
-    ],
-    "0.7.1": ["verl==0.7.1", TORCH, MEGATRON, "pyarrow<26", "transformers<5", *TRAIN],
-    # verl's own v0.7.1 Ascend image pairs it with MindSpeed 2.3.0_core_r0.12.1, hence Megatron 0.12.1.
-    "0.7.1-mcore0.12": [
-        "verl==0.7.1",
-        TORCH,
-        MEGATRON_0_12,
-        *AS_BESIDE_MEGATRON_0_16,
-        "pyarrow<26",
-        "transformers<5",
-        *TRAIN,
-    ],
-    "0.8.0": ["verl==0.8.0", TORCH, MEGATRON, *VERL_0_8_EXTRAS],
-    # verl's generic Ascend images shipped with 0.8.0 pair it with MindSpeed 2.3.0_core_r0.12.1 too.
-    "0.8.0-mcore0.12": ["verl==0.8.0", TORCH, MEGATRON_0_12, *AS_BESIDE_MEGATRON_0_16, *VERL_0_8_EXTRAS],
-    "0.9.0": ["verl==0.9.0", TORCH, MEGATRON, *TRAIN],
-    "0.9.1": ["verl==0.9.1", TORCH, MEGATRON, *TRAIN],
-    # The images' stack since verl #7604: Megatron 0.18 with MindSpeed core_r0.18.0 (MegatronAdaptor and
-    # TransformerEngineNPU stand-ins from the kit). Megatron-Bridge, verl 0.9.x's default bridge, cannot be installed
-    # here (docs/testing.md): mbridge instead, as on 0.16.1.
-    "0.9.1-mcore0.18": ["verl==0.9.1", TORCH, MEGATRON_0_18, "triton==3.7.1", *TRAIN],
-}
-# The MindSpeed line the stand-in simulates: the one verl's Ascend images pair with that Megatron.
-MINDSPEED_LINE = {"": "core_r0.16.0", "mcore0.12": "2.3.0_core_r0.12.1", "mcore0.18": "core_r0.18.0"}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One verl environment of the matrix: what it installs, on which Python, and what runs in it.
+
+    ``paths``: the test paths it runs (None: all of tests/matrix, and what ``KIT_ENVS``, ``E2E_VERL`` and
+    ``DEMO_VERL`` add); ``mindspeed_line``: the line the MindSpeed stand-in simulates there, the one verl's Ascend
+    images pair with that Megatron."""
+
+    pins: tuple[str, ...]
+    python: str = "3.11"
+    mindspeed_line: str = "core_r0.16.0"
+    paths: tuple[str, ...] | None = None
+
+    @property
+    def release(self) -> str:
+        (pin,) = [pin for pin in self.pins if pin.startswith("verl==")]
+        return pin.removeprefix("verl==")
+
+
 # The tests whose outcome depends on Megatron (and its MindSpeed line), for the second Megatron of a release.
-MEGATRON_DEPENDENT = [
+MEGATRON_DEPENDENT = (
     "tests/matrix/test_matrix.py",
     "tests/matrix/test_context_parallel.py",
     "tests/matrix/test_upstream_fixes.py",
     "tests/matrix/test_training.py",
     "tests/matrix/test_megatron_adaptor_first.py",  # on Megatron 0.18 beside MindSpeed core_r0.18.0, its MA line
-]
-# Environments that run only some of MEGATRON_DEPENDENT: 0.6.1 with megatron-core 0.12.1 is there to train.
-ONLY = {"0.6.1-mcore0.12": ["tests/matrix/test_training.py"]}
-# The kit's own tests hardly depend on verl but do on Megatron (what the MindSpeed stand-in patches): once per Megatron.
-KIT_ENVS = ("0.7.1", "0.7.1-mcore0.12", "0.9.1-mcore0.18")
+)
+# The kit's own tests hardly depend on verl but do on Megatron (what the MindSpeed stand-in patches) and torch (what
+# compute mode builds on): once per Megatron, on torch 2.13 (Python 3.11) and 2.10 (3.12).
+KIT = ("tests/kit",)
+ENVIRONMENTS: dict[str, Environment] = {
+    "0.6.1": Environment(("verl==0.6.1", TORCH, MEGATRON, "pyarrow<26", "transformers<4.55", *TRAIN)),
+    # verl 0.6.x's Megatron engines build their optimizer through megatron-core 0.12's API: to train, 0.12.1
+    # (MindSpeed 2.x's); megatron-core 0.16.1 rejects `no_weight_decay_cond` (tests/matrix/test_training.py).
+    "0.6.1-mcore0.12": Environment(
+        ("verl==0.6.1", TORCH, MEGATRON_0_12, *AS_BESIDE_MEGATRON_0_16, "pyarrow<26", "transformers<4.55", *TRAIN),
+        mindspeed_line="2.3.0_core_r0.12.1",
+        paths=("tests/matrix/test_training.py",),
+    ),
+    "0.7.1": Environment(("verl==0.7.1", TORCH, MEGATRON, "pyarrow<26", "transformers<5", *TRAIN)),
+    # verl's own v0.7.1 Ascend image pairs it with MindSpeed 2.3.0_core_r0.12.1, hence Megatron 0.12.1.
+    "0.7.1-mcore0.12": Environment(
+        ("verl==0.7.1", TORCH, MEGATRON_0_12, *AS_BESIDE_MEGATRON_0_16, "pyarrow<26", "transformers<5", *TRAIN),
+        mindspeed_line="2.3.0_core_r0.12.1",
+        paths=(*MEGATRON_DEPENDENT, *KIT),
+    ),
+    "0.8.0": Environment(("verl==0.8.0", TORCH, MEGATRON, *VERL_0_8_EXTRAS)),
+    # verl's generic Ascend images shipped with 0.8.0 pair it with MindSpeed 2.3.0_core_r0.12.1 too.
+    "0.8.0-mcore0.12": Environment(
+        ("verl==0.8.0", TORCH, MEGATRON_0_12, *AS_BESIDE_MEGATRON_0_16, *VERL_0_8_EXTRAS),
+        mindspeed_line="2.3.0_core_r0.12.1",
+        paths=MEGATRON_DEPENDENT,
+    ),
+    "0.9.0": Environment(("verl==0.9.0", TORCH, MEGATRON, *TRAIN)),
+    "0.9.1": Environment(("verl==0.9.1", TORCH, MEGATRON, *TRAIN)),
+    # verl's newest Ascend images: Python 3.12, torch 2.10. First as the 9.1.0 Dockerfile paired them before verl
+    # #7604: Megatron 0.16.1 with MindSpeed core_r0.16.0.
+    "0.9.1-py312": Environment(("verl==0.9.1", *TORCH_PY312, MEGATRON, *TRAIN), python="3.12"),
+    # Then the images' stack since #7604: Megatron 0.18 with MindSpeed core_r0.18.0 (the kit's MegatronAdaptor and
+    # TransformerEngineNPU stand-ins), the kit's own tests on torch 2.10 beside it.
+    "0.9.1-py312-mcore0.18": Environment(
+        ("verl==0.9.1", *TORCH_PY312, MEGATRON_0_18, *TRAIN),
+        python="3.12",
+        mindspeed_line="core_r0.18.0",
+        paths=(*MEGATRON_DEPENDENT, "tests/matrix/test_doctor.py", *KIT),
+    ),
+}
+KIT_ENVS = ("0.7.1",)  # the full environments that run the kit too (the others list it in their paths)
 AFFECTED = ("0.6.1", "0.7.1")
 DEMO_VERL = "0.7.1"
 # verl's own workers in Ray actors (tests/e2e, 1-3.5 min a release): where the error is met, and 0.8.0
@@ -124,20 +150,33 @@ REAL_MINDSPEED = [
     ("core_r0.16.0", "0.8.0"),
     ("2.3.0_core_r0.12.1", "0.7.1-mcore0.12"),
     ("f2b0977e", "0.7.1-mcore0.12"),
+    ("core_r0.16.0", "0.9.1-py312"),  # the 9.1.0 image's own pairing
+    ("core_r0.18.0", "0.9.1-py312-mcore0.18"),  # the images' stack since verl #7604
 ]
 # What real MindSpeed imports that no environment above has (its ops import triton; scipy as the by-hand runs had
 # it): --no-deps into a folder of their own, put on PYTHONPATH after MindSpeed's source. scipy 1.15 takes numpy 1.26
-# (verl 0.7.1, 0.8.0) and 2.x alike.
-MINDSPEED_EXTRAS = ["scipy==1.15.3", "triton==3.7.1"]
+# (verl 0.7.1, 0.8.0) and 2.x alike. PyPI's torch 2.10 brings its own triton (3.6.0): on Python 3.12 that one stays.
+MINDSPEED_EXTRAS = {"3.11": ["scipy==1.15.3", "triton==3.7.1"], "3.12": ["scipy==1.15.3"]}
 
 nox.options.sessions = ["lint", "unit", "matrix", "real_mindspeed"]
 nox.options.error_on_missing_interpreters = True
 
 
-def cache_slot(session: nox.Session, name: str, requirements: list[str]) -> tuple[Path, Path]:
-    """Where the cached build of ``requirements`` named ``name`` lives (for this Python), and the marker a complete
+def interpreter(session: nox.Session, python: str) -> str:
+    """The interpreter environments of ``python`` (``"3.11"``, ``"3.12"``) are built from: nox's own for its Python,
+    else pyenv's (every machine of this project's kind has pyenv's 3.12.1, docs/testing.md)."""
+    if python == f"{sys.version_info[0]}.{sys.version_info[1]}":
+        return sys.executable
+    found = sorted(PYENV_ROOT.glob(f"versions/{python}.*/bin/python{python}"))
+    if not found:
+        session.error(f"no Python {python} here: pyenv ({PYENV_ROOT}) has no versions/{python}.*")
+    return str(found[-1])
+
+
+def cache_slot(session: nox.Session, name: str, requirements: list[str], python: str) -> tuple[Path, Path]:
+    """Where the cached build of ``requirements`` named ``name`` lives (for ``python``), and the marker a complete
     build leaves there. Until that marker exists every build of ``name`` is removed, this one's partial build too."""
-    digest = hashlib.sha256("\n".join([sys.version, *requirements]).encode()).hexdigest()[:12]
+    digest = hashlib.sha256("\n".join([f"python {python}", *requirements]).encode()).hexdigest()[:12]
     directory = ENVS / f"{name}-{digest}"
     ready = directory / ".complete"
     if not ready.exists():
@@ -153,53 +192,32 @@ def uv_install(session: nox.Session, *arguments: str) -> None:
     session.run(uv, "pip", "install", "--quiet", *arguments, env={"UV_CACHE_DIR": str(UV_CACHE)}, external=True)
 
 
-def cached_env(session: nox.Session, name: str, requirements: list[str]) -> Path:
-    """Return the python of a cached virtualenv holding ``requirements``, building it if needed."""
-    env, ready = cache_slot(session, name, requirements)
-    python = env / "bin" / "python"
+def cached_env(session: nox.Session, name: str, requirements: list[str], python: str = "3.11") -> Path:
+    """Return the python of a cached virtualenv holding ``requirements`` on ``python``, building it if needed."""
+    env, ready = cache_slot(session, name, requirements, python)
+    executable = env / "bin" / "python"
     if ready.exists():
-        return python
-    session.log(f"building {env.name}: {' '.join(requirements)}")
+        return executable
+    session.log(f"building {env.name} (Python {python}): {' '.join(requirements)}")
     # venv's own pip and setuptools stay: the unit tests pip-install the shim with them.
-    session.run(sys.executable, "-m", "venv", str(env), external=True)
+    session.run(interpreter(session, python), "-m", "venv", str(env), external=True)
+    from_index = list(requirements)
     if TORCH in requirements:
         # From this disk or not at all: an index would offer a CUDA build of several GB under the same version.
         if not any(LOCAL_WHEELS.glob("torch-2.13.0+cpu-*.whl")):
             session.error(f"no CPU build of {TORCH} in {LOCAL_WHEELS}: not letting an index pick a CUDA build")
         local = ["--no-index", "--no-deps", "--find-links", str(LOCAL_WHEELS)]  # its dependencies come next
-        uv_install(session, "--python", str(python), *local, TORCH)
-    from_index = [requirement for requirement in requirements if requirement not in FROM_SDIST]
-    uv_install(session, "--python", str(python), *from_index)
-    for requirement in sorted(FROM_SDIST.intersection(requirements)):
-        install_from_sdist(session, python, requirement)
+        uv_install(session, "--python", str(executable), *local, TORCH)
+    uv_install(session, "--python", str(executable), *from_index)
     ready.touch()
-    return python
+    return executable
 
 
-def install_from_sdist(session: nox.Session, python: Path, requirement: str) -> None:
-    """Build ``requirement``'s sdist into a wheel for this Python (cached in .cache/wheels) and install it alone.
-
-    Its Requires-Python (>= 3.12) is ignored on purpose: uv has no switch for that, pip has. Its dependencies
-    (torch, numpy, packaging) are in the environment already."""
-    name, _, release = requirement.partition("==")
-    wheel_name = f"{name.replace('-', '_')}-{release}-cp{sys.version_info[0]}{sys.version_info[1]}-*.whl"
-    wheels = ROOT / ".cache" / "wheels"
-    if not any(wheels.glob(wheel_name)):
-        sdists = ROOT / ".cache" / "sdists"
-        pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
-        session.run(*pip, "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--ignore-requires-python",
-                    "--dest", str(sdists), requirement, external=True)  # fmt: skip
-        (sdist,) = sdists.glob(f"{name.replace('-', '_')}-{release}.tar.gz")
-        session.run(*pip, "wheel", "--quiet", "--no-deps", "--ignore-requires-python", "--wheel-dir", str(wheels),
-                    str(sdist), external=True)  # fmt: skip
-    (wheel,) = wheels.glob(wheel_name)
-    session.run(str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                "--ignore-requires-python", str(wheel), external=True)  # fmt: skip
-
-
-def packages_dir(session: nox.Session, name: str, python: Path, requirements: list[str]) -> Path:
-    """A cached folder holding ``requirements`` alone (no dependencies), for PYTHONPATH beside ``python``'s env."""
-    target, ready = cache_slot(session, name, requirements)
+def mindspeed_extras(session: nox.Session, environment: Environment, python: Path) -> Path:
+    """A cached folder holding what real MindSpeed imports beside ``environment`` alone (no dependencies), for
+    PYTHONPATH beside ``python``'s env."""
+    requirements = MINDSPEED_EXTRAS[environment.python]
+    target, ready = cache_slot(session, "mindspeed-extras", requirements, environment.python)
     if not ready.exists():
         uv_install(session, "--no-deps", "--python", str(python), "--target", str(target), *requirements)
         ready.touch()
@@ -214,8 +232,31 @@ def source_pins() -> Any:
     return module
 
 
-def verl_env(session: nox.Session, verl: str) -> Path:
-    return cached_env(session, f"verl-{verl}", [*VERL_PINS[verl], *MATRIX_TOOLS])
+def verl_env(session: nox.Session, name: str) -> Path:
+    environment = ENVIRONMENTS[name]
+    return cached_env(session, f"verl-{name}", [*environment.pins, *MATRIX_TOOLS], environment.python)
+
+
+def matrix_paths(name: str) -> list[str]:
+    """What environment ``name`` runs: its own list, or all of tests/matrix and what the release adds."""
+    environment = ENVIRONMENTS[name]
+    if environment.paths is not None:
+        return list(environment.paths)
+    return [
+        "tests/matrix",
+        *(KIT if name in KIT_ENVS else ()),
+        *(["tests/ray"] if name == DEMO_VERL else []),  # a local Ray cluster (~1 min): once
+        *(["tests/e2e"] if name in E2E_VERL else []),
+    ]
+
+
+def test_variables(name: str, mindspeed_line: str | None = None) -> dict[str, str]:
+    """What the tests read of the environment they run in: verl's release and the MindSpeed line simulated."""
+    environment = ENVIRONMENTS[name]
+    return {
+        "NPU_SHIM_TEST_VERL": environment.release,
+        "NPU_SHIM_SIM_MINDSPEED": mindspeed_line or environment.mindspeed_line,
+    }
 
 
 @nox.session(venv_backend="none")
@@ -234,27 +275,18 @@ def unit(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
-@nox.parametrize("verl", list(VERL_PINS))
+@nox.parametrize("verl", list(ENVIRONMENTS))
 def matrix(session: nox.Session, verl: str) -> None:
     """Real verl, real megatron-core, real torch.distributed, simulated NPU."""
     python = verl_env(session, verl)
-    release, _, variant = verl.partition("-")
-    # A release with another dependency runs only what that dependency decides (and the kit, KIT_ENVS).
-    # The Ray tests start a local cluster (~1 min): once.
-    kit = ["tests/kit"] if verl in KIT_ENVS else []
-    e2e = ["tests/e2e"] if verl in E2E_VERL else []
-    if variant:
-        paths = ONLY.get(verl) or [*MEGATRON_DEPENDENT, *kit]
-    else:
-        paths = ["tests/matrix", *kit, *(["tests/ray"] if verl == DEMO_VERL else []), *e2e]
     session.run(
         str(python),
         "-m",
         "pytest",
-        *paths,
+        *matrix_paths(verl),
         *PARALLEL,
         *session.posargs,
-        env={"NPU_SHIM_TEST_VERL": release, "NPU_SHIM_SIM_MINDSPEED": MINDSPEED_LINE[variant]},
+        env=test_variables(verl),
         external=True,
     )
 
@@ -271,18 +303,14 @@ def real_mindspeed(session: nox.Session, line: str, verl: str) -> None:
     if not pins.available(line):
         session.skip(pins.missing_message(line, f"nox -s real_mindspeed (verl {verl})"))
     python = verl_env(session, verl)
-    extras = packages_dir(session, "mindspeed-extras", python, MINDSPEED_EXTRAS)
+    extras = mindspeed_extras(session, ENVIRONMENTS[verl], python)
     session.run(
         str(python),
         "-m",
         "pytest",
         "tests/real_mindspeed",
         *session.posargs,
-        env={
-            "NPU_SHIM_TEST_VERL": verl.partition("-")[0],
-            "NPU_SHIM_SIM_MINDSPEED": line,
-            "NPU_SHIM_TEST_MINDSPEED_EXTRAS": str(extras),
-        },
+        env={**test_variables(verl, line), "NPU_SHIM_TEST_MINDSPEED_EXTRAS": str(extras)},
         external=True,
     )
 
@@ -291,8 +319,8 @@ def real_mindspeed(session: nox.Session, line: str, verl: str) -> None:
 def build_envs(session: nox.Session) -> None:
     """Build (or confirm) every cached environment without running tests."""
     cached_env(session, "unit", UNIT_TOOLS)
-    for verl in VERL_PINS:
-        verl_env(session, verl)
+    for name in ENVIRONMENTS:
+        verl_env(session, name)
 
 
 @nox.session(venv_backend="none")

@@ -65,6 +65,10 @@ PLANS = {
     ("core_r0.16.0", "0.8.0"): Plan(),
     ("2.3.0_core_r0.12.1", "0.7.1"): Plan(),
     ("f2b0977e", "0.7.1"): Plan(),
+    ("core_r0.16.0", "0.9.1"): Plan(),  # Python 3.12, torch 2.10: the 9.1.0 image's pairing before verl #7604
+    # the images' stack since #7604 (Python 3.12, torch 2.10, Megatron 0.18) over the kit's MA and TENPU stand-ins:
+    # at CP = 2 Megatron's TE attention over TENPU's ring (MindSpeed 0.18 swaps no class), real and stand-in alike
+    ("core_r0.18.0", "0.9.1"): Plan(cp2=True),
 }
 PLAN = PLANS.get((LINE, VERL))
 # Lines whose grouped-matmul patch takes no device, which torch 2.13 passes (train_probe.adapt_mindspeed_to_torch)
