@@ -27,6 +27,9 @@ if report["repatch"] == "imported":
     from apex.optimizers import FusedAdam
 
     report["fused_adam"] = f"{FusedAdam.__module__}.{FusedAdam.__qualname__}"
+    import fused_weight_gradient_mlp_cuda  # Apex's extension, for Megatron's gradient-accumulation fusion
+
+    report["wgrad_fusion"] = fused_weight_gradient_mlp_cuda.__doc__
     repatch({"use_flash_attn": True})
     repatch({"use_flash_attn": True})
     report["compile_after_repatch"] = torch.compile(plain) is plain

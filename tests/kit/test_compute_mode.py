@@ -148,5 +148,6 @@ def test_core_r0_18_needs_megatron_adaptor_which_does_the_basics_for_the_whole_p
         "megatron_first": [],  # mindspeed imported it first thing, before anything imported Megatron
         "cuda_lands_on": "npu:0",
         "fused_adam": "mindspeed.core.optimizer.adamw.AdamW",
+        "wgrad_fusion": "SIMULATED by npu_shim.testing's MegatronAdaptor stand-in: not Apex's",
         "compile_after_repatch": True,  # MA's, not a MindSpeed patch that repatch removes and re-applies
     }

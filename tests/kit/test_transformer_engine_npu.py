@@ -5,7 +5,7 @@ communication and ring context parallelism. Each check runs Megatron's real clas
 interpreters (compute mode) and compares with plain torch on the CPU: one ``F.linear`` / ``rms_norm`` over the whole
 weight, ``scaled_dot_product_attention`` over the whole sequence. Beside Megatron 0.18 only, the line's Megatron.
 The children, beside this file: tenpu_what_megatron_sees_child.py, tenpu_linears_rank_child.py,
-tenpu_ring_attention_rank_child.py (with ring_case.py), tenpu_double_ring_child.py.
+tenpu_ring_attention_rank_child.py (with ring_case.py), tenpu_double_ring_child.py, tenpu_wgrad_fusion_child.py.
 """
 
 from __future__ import annotations
@@ -83,6 +83,44 @@ def test_tenpus_linears_at_tp2_compute_the_whole_layer_and_its_gradients(sequenc
         assert gap <= TOLERANCE, rank
         gaps = {name: value for name, value in report["grads"].items() if value is not None}
         assert max(gaps.values()) <= TOLERANCE, (rank, gaps)
+
+
+# -- gradient-accumulation fusion: the weight gradients in Megatron's main_grad --------------------------------------
+
+
+def test_gradient_accumulation_fusion_puts_the_weight_gradients_in_main_grad_as_megatrons_ddp_expects():
+    """What Megatron-Bridge asks wherever ``transformer_engine`` imports (``gradient_accumulation_fusion=True``):
+    TENPU's linears (``fuse_wgrad_accumulation``) and Megatron's own output layer (the MegatronAdaptor stand-in's
+    ``fused_weight_gradient_mlp_cuda``) accumulate each weight gradient into ``main_grad`` in float32, inside
+    Megatron's real DDP; what the kit does not model is refused by name."""
+    report = run_child("tenpu_wgrad_fusion_child.py")
+    assert report["megatron_sees_the_extension"] is True, "Megatron's tensor_parallel.layers found it at import"
+    assert report["fused"] == [True, True, True]
+    for rounds in (1, 2):  # the second backward adds to the first (micro-batches)
+        gaps = report[f"main_grad_after_{rounds}"]
+        assert set(gaps) == {"fc1.layer_norm_weight", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "head.weight"}
+        assert max(gaps.values()) <= TOLERANCE, (rounds, gaps)
+    assert report["grad_left"] == [], "DDP's hook clears the dummy gradient autograd was given"
+    assert report["grad_added_to_main_grad"] == ["fc1.weight", "fc2.weight", "head.weight"], "the fused weights only"
+    assert report["after_zero_grad_buffer"] == [0.0, False]
+    bf16 = report["bf16"]
+    assert bf16["vs_float32_product"] <= TOLERANCE, "accumulated in float32, from the bf16 operands"
+    assert bf16["vs_bf16_rounded"] > 1e-3, "not rounded to bf16 first (the unfused path's rounding)"
+    assert bf16["dummy_grad"] == [[8, 12], 0.0]
+    assert report["overwrite_main_grad"] <= TOLERANCE
+    refused = "simulated TransformerEngineNPU: fuse_wgrad_accumulation"
+    assert report["bf16_main_grad"] == [
+        "NotImplementedError",
+        f"{refused} into a torch.bfloat16 main_grad is not modelled (float32 only: Megatron's grad_reduce_in_fp32, "
+        "verl's default)",
+    ]
+    assert report["no_main_grad"] == [
+        "NotImplementedError",
+        f"{refused} needs weight.main_grad (Megatron's DDP gives every trainable parameter one); a weight without it "
+        "is not modelled",
+    ]
+    assert report["wgrad_gemm_accum_fp16"][0] == "NotImplementedError"
+    assert "wgrad_gemm_accum_fp16" in report["wgrad_gemm_accum_fp16"][1]
 
 
 # -- TENPU's attention: ring context parallelism at CP 2, as at CP 1 ---------------------------------------------

@@ -9,6 +9,10 @@ critic's value head read out of the engine), within ``train_probe.TOLERANCE`` (f
 
 Where a release cannot train on this environment's Megatron, on any device, the tests say so exactly
 (``cannot_train``) instead of skipping.
+
+``NPU_SHIM_TEST_BRIDGE=megatron-bridge`` runs every probe of this file with verl 0.9.x's own default bridge
+(``train_probe.py --bridge``) instead of mbridge: for an environment with ``megatron.bridge`` installed, which the
+matrix's are not (docs/testing.md); unset, mbridge, as the matrix runs it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ OLD_OPTIMIZER_API = VERL == "0.6.1" and not MEGATRON_0_12
 # the shim's without the fix that changes the LM engine (lm_engine_repatch).
 ACTOR_BASELINE = "shim, LM engine as verl ships it" if LACKS_5580 else "none"
 STEPS = 3
+BRIDGE = os.environ.get("NPU_SHIM_TEST_BRIDGE", train_probe.MBRIDGE)
+BRIDGE_OPTION = ("--bridge", BRIDGE)  # every probe of this file runs with the one bridge
 
 
 def cannot_train(run: str, role: str) -> tuple[str, str] | None:
@@ -74,7 +80,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory, checkpoints: Path) -> dict
     children = {}
     for name, (mode, *options) in runs.items():
         output = directory / f"{name}.json"
-        children[name] = (train_probe.start(mode, output, "--steps", str(STEPS), *options), output)
+        children[name] = (train_probe.start(mode, output, "--steps", str(STEPS), *BRIDGE_OPTION, *options), output)
     results = {}
     finished = probe.finish({name: child for name, (child, _) in children.items()})
     for name, (status, stderr) in finished.items():
@@ -117,9 +123,11 @@ def test_the_engines_run_on_the_simulated_npu(reports):
 
 def test_the_test_layer_adapts_mbridge_exactly_where_megatron_lacks_what_it_reads(reports):
     """mbridge 0.15.1 reads ``ModelType.encoder_and_decoder``, gone from megatron-core 0.17 on: the probe's one
-    adaptation (``train_probe.adapt_mbridge_to_megatron``), made only where the name is missing."""
-    expected = [train_probe.MBRIDGE_ADAPTATION] if MEGATRON == "0.18" else []
+    adaptation (``train_probe.adapt_mbridge_to_megatron``), made only where the name is missing, and only where
+    mbridge runs: Megatron-Bridge (``NPU_SHIM_TEST_BRIDGE``) needs no adaptation."""
+    expected = [train_probe.MBRIDGE_ADAPTATION] if MEGATRON == "0.18" and BRIDGE == train_probe.MBRIDGE else []
     for name, report in reports.items():
+        assert report["bridge"] == [BRIDGE], name
         assert report["test_adaptations"] == expected, name
 
 
@@ -221,7 +229,7 @@ RING_ERROR = AFFECTED and "cp2" in PARALLEL_LAYOUTS and not LACKS_5580
 def run_pair(directory: Path, name: str, mode: str, layouts: str) -> list[dict[str, Any]]:
     """Both ranks' reports of one activation, the layouts in turn (a new port if another process took it first)."""
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        ranks = train_probe.start_ranks(mode, directory / name, layouts, "--steps", str(STEPS))
+        ranks = train_probe.start_ranks(mode, directory / name, layouts, "--steps", str(STEPS), *BRIDGE_OPTION)
         finished = probe.finish({str(rank): process for rank, (process, _) in enumerate(ranks)})
         failed = {rank: stderr for rank, (status, stderr) in finished.items() if status != 0}
         if not (failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed.values()))):
@@ -321,7 +329,7 @@ def test_at_cp2_without_the_shim_the_actor_dies_at_its_first_forward(parallel):
 def resumed(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any], checkpoints: Path) -> dict[str, Any]:
     """In a fresh process, build, load_checkpoint the shim's run saved after two steps, and train one more."""
     output = tmp_path_factory.mktemp("resume") / "resumed.json"
-    child = train_probe.start("sitecustomize", output, "--steps", "1", "--resume", str(checkpoints))
+    child = train_probe.start("sitecustomize", output, "--steps", "1", "--resume", str(checkpoints), *BRIDGE_OPTION)
     ((status, stderr),) = probe.finish({"resumed": child}).values()
     assert status == 0, f"train_probe resumed failed:\n{stderr}"
     return json.loads(output.read_text())

@@ -16,7 +16,7 @@ Where it runs (one mode of :func:`main`):
 - one gloo rank (the default): the outputs are compared with a reference computed without verl: Hugging
   Face Qwen2 (Qwen3 on verl 0.6.x, see :func:`model_family`) on the plain CPU, with the weights the
   engine loaded from the model directory (the critic's value head is read out of the engine after
-  ``initialize()``: mbridge initialises it);
+  ``initialize()``: the bridge initialises it);
 - ``--rank R --world-size W --layouts tp2,pp2,cp2`` (each ``tp2``, ``pp2``, ``cp2``, or several joined by
   ``-``): one rank of W (one process per rank, MASTER_ADDR/MASTER_PORT from the environment, verl's
   TrainingWorker backends), each layout in turn, as a job of its own (:func:`as_a_new_job`); the test
@@ -45,6 +45,12 @@ for bit. Runs of the same engine with and without the shim are compared bit for 
 verl's entropy (``vocab_parallel_entropy``) calls a ``torch.compile``d helper; it runs eagerly here
 because the MindSpeed stand-in replaces ``torch.compile`` with the function itself, as real
 MindSpeed does on an NPU (Inductor would take the routed ``torch.cuda`` for a real CUDA and fail).
+
+``--bridge mbridge|megatron-bridge`` (verl 0.9.x only, where ``McoreEngineConfig.vanilla_mbridge`` chooses): the
+bridge verl converts the model with. ``mbridge`` (the default, ``vanilla_mbridge=True``) is what the matrix runs;
+``megatron-bridge`` (``vanilla_mbridge=False``, verl 0.9.x's own default) needs the ``megatron.bridge`` package, which
+the matrix's environments do not have (docs/testing.md). The two want different checkpoints for the critic (see
+:func:`write_model_dir`).
 
 ``--skip-fix NAME[,NAME]`` (with the shim loaded) makes those fixes of the shim stand aside in this process,
 as if the shim did not carry them: to show what a fix is for (``megatron_critic`` on verl 0.7.1).
@@ -85,6 +91,9 @@ TOTAL_TRAINING_STEPS = 12  # the lr schedule's length: the same in every run, so
 # catches (measured on the reference itself): pads attended to move log-probs by 0.09. What it cannot: a
 # position off by one moves them by only 0.001 with these small random weights.
 TOLERANCE = 2**-6
+# verl 0.9.x's two bridges (McoreEngineConfig.vanilla_mbridge True / False); earlier releases have mbridge only
+MBRIDGE, MEGATRON_BRIDGE = "mbridge", "megatron-bridge"
+BRIDGES = (MBRIDGE, MEGATRON_BRIDGE)
 
 
 def start(
@@ -115,8 +124,16 @@ def model_family() -> str:
     return "Qwen3" if legacy_engine() else "Qwen2"
 
 
-def write_model_dir(directory: Path, role: str, family: str | None = None) -> Path:
-    """A tiny Qwen2 (or Qwen3) with seeded random weights (safetensors) and a word-level tokenizer; no download."""
+def write_model_dir(directory: Path, role: str, family: str | None = None, bridge: str = MBRIDGE) -> Path:
+    """A tiny Qwen2 (or Qwen3) with seeded random weights (safetensors) and a word-level tokenizer; no download.
+
+    The critic's checkpoint is the same causal LM's; what its config.json names depends on the bridge. mbridge builds
+    from the config object and wants a token classifier there (``...ForTokenClassification``, ``num_labels=1``).
+    Megatron-Bridge (verl 0.9.x's ``AutoBridge.from_hf_pretrained(path)``) reads config.json itself and refuses any
+    architecture but ``...ForCausalLM`` / ``...ForConditionalGeneration``; verl then loads the causal LM's weights with
+    ``allowed_mismatched_params=["output_layer.weight"]`` (the vocabulary-sized ``lm_head.weight`` is skipped, not
+    missing) and its ``make_value_model`` hook puts the one-output value head in place: the causal LM as it is.
+    """
     import torch
     import transformers
     from tokenizers import Tokenizer, models
@@ -143,7 +160,7 @@ def write_model_dir(directory: Path, role: str, family: str | None = None) -> Pa
     torch.manual_seed(SEED)
     model = getattr(transformers, f"{family}ForCausalLM")(config).to(torch.bfloat16)
     model.save_pretrained(directory, safe_serialization=True)
-    if role == "critic":  # verl makes a value model of what config.json calls a token classifier
+    if role == "critic" and bridge == MBRIDGE:  # verl makes a value model of what config.json calls a token classifier
         config_file = directory / "config.json"
         written = json.loads(config_file.read_text(encoding="utf-8"))
         written.update(architectures=[f"{family}ForTokenClassification"], num_labels=1)
@@ -271,7 +288,14 @@ class Layout:
 ONE_RANK = Layout()
 
 
-def build_engine(role: str, model_dir: Path, layout: Layout = ONE_RANK) -> Any:
+def bridge_choice() -> bool:
+    """Whether this verl chooses its bridge (``McoreEngineConfig.vanilla_mbridge``, 0.9.x): else mbridge only."""
+    from verl.workers.config import McoreEngineConfig
+
+    return "vanilla_mbridge" in McoreEngineConfig.__dataclass_fields__
+
+
+def build_engine(role: str, model_dir: Path, layout: Layout = ONE_RANK, bridge: str = MBRIDGE) -> Any:
     import torch
     from verl.trainer.config import CheckpointConfig
     from verl.workers.config import HFModelConfig, McoreEngineConfig, McoreOptimizerConfig
@@ -281,10 +305,10 @@ def build_engine(role: str, model_dir: Path, layout: Layout = ONE_RANK) -> Any:
     if hasattr(model_config, "model_type"):  # 0.8.0 on: verl's TrainingWorker tells the engine it is a critic
         model_config.model_type = MODEL_TYPES[role]
     options = {}
-    vanilla_mbridge = McoreEngineConfig.__dataclass_fields__.get("vanilla_mbridge")
-    if vanilla_mbridge is not None and vanilla_mbridge.default is False:
-        # 0.9.x defaults to Megatron-Bridge, which needs Transformer Engine's CUDA build: mbridge instead
-        options["vanilla_mbridge"] = True
+    if bridge_choice():
+        # 0.9.x defaults to Megatron-Bridge (vanilla_mbridge=False); the matrix's environments cannot install it, so
+        # mbridge unless asked (--bridge), and said either way rather than left to verl's default
+        options["vanilla_mbridge"] = bridge == MBRIDGE
     if legacy_engine():
         # 0.6.x: mbridge is off by default, and the model path without it imports flash_attn and apex (the
         # value head's LinearForLastLayer), which NPU images do not have: a 0.6.x user turns mbridge on
@@ -505,6 +529,7 @@ class Run:
     """Where a role runs and what it does besides training: the reference, a checkpoint saved or resumed from."""
 
     layout: Layout = ONE_RANK
+    bridge: str = MBRIDGE  # verl's bridge (--bridge): mbridge or Megatron-Bridge
     save: Path | None = None  # save_checkpoint here (a folder per role) ...
     save_after: int | None = None  # ... after this many steps (default: all of them), training on after it
     resume: Path | None = None  # load_checkpoint from here before training
@@ -601,8 +626,8 @@ def run_role(role: str, directory: Path, steps: int, run: Run) -> dict[str, Any]
     result = blank_result()
     began = time.perf_counter()
     try:
-        model_dir = write_model_dir(directory / role, role)
-        engine = build_engine(role, model_dir, run.layout)
+        model_dir = write_model_dir(directory / role, role, bridge=run.bridge)
+        engine = build_engine(role, model_dir, run.layout, run.bridge)
         result["engine"] = f"{type(engine).__module__}.{type(engine).__qualname__}"
         result["stage"] = "initialize"
         engine.initialize()
@@ -709,7 +734,14 @@ def main(
     if not report["compute_mode"]:
         raise SystemExit("the simulated torch_npu is not in compute mode: was torch imported before this script ran?")
     report["skipped_fix"] = skipped
-    report["test_adaptations"] = adapt_mbridge_to_megatron() + adapt_mindspeed_to_torch(adapt=not unadapted)
+    report["bridge"] = sorted({run.bridge for run in runs})
+    if report["bridge"] != [MBRIDGE] and not bridge_choice():
+        raise SystemExit(
+            f"--bridge {MEGATRON_BRIDGE}: verl {report['verl_version']} has no vanilla_mbridge: mbridge only"
+        )
+    # mbridge's adaptation only where mbridge runs: Megatron-Bridge never reads the name
+    adapted = adapt_mbridge_to_megatron() if any(run.bridge == MBRIDGE for run in runs) else []
+    report["test_adaptations"] = adapted + adapt_mindspeed_to_torch(adapt=not unadapted)
     if rank is None:
         init_single_rank()
     else:
@@ -832,6 +864,9 @@ elif __name__ == "__main__":
     parser.add_argument("--save-after", type=int, metavar="N", help="with --save: after N steps, then train on")
     parser.add_argument("--resume", type=Path, metavar="DIR", help="load the checkpoint saved here before training")
     parser.add_argument(
+        "--bridge", choices=BRIDGES, default=MBRIDGE, help="verl 0.9.x's bridge (vanilla_mbridge True / False)"
+    )
+    parser.add_argument(
         "--unadapted", action="store_true", help="leave out adapt_mindspeed_to_torch's change (to show it is needed)"
     )
     arguments = parser.parse_args()
@@ -855,7 +890,7 @@ elif __name__ == "__main__":
     if arguments.save_after is not None and not (arguments.save and 0 < arguments.save_after <= arguments.steps):
         raise SystemExit(f"--save-after needs --save and a step from 1 to --steps ({arguments.steps})")
     checkpoints = {"save": arguments.save, "save_after": arguments.save_after, "resume": arguments.resume}
-    runs = tuple(Run(layout, **checkpoints) for layout in layouts)
+    runs = tuple(Run(layout, arguments.bridge, **checkpoints) for layout in layouts)
     ranks = (arguments.rank, arguments.world_size)
     result = main(arguments.mode, chosen, arguments.steps, skipped, runs, *ranks, arguments.unadapted)
     text = json.dumps(result, indent=2, default=str)

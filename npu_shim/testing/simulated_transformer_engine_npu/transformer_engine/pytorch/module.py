@@ -9,8 +9,12 @@ Megatron's own autograd mappings over the tensor-parallel group Megatron hands i
 Parameters carry Megatron's tensor-parallel attributes, which its gradient norm and checkpoints read, and TE's
 names (``layer_norm_weight``), which bridges' weight maps read.
 
-Refused, by name: options that would change what is computed and that the kit does not model (weight-gradient
-fusion into ``main_grad``, userbuffer overlap, delayed weight gradients, zero-centred gamma, FP8).
+Weight-gradient fusion (``fuse_wgrad_accumulation=True``, what Megatron passes as ``gradient_accumulation_fusion``;
+Megatron-Bridge turns it on wherever ``transformer_engine.pytorch`` imports, TENPU included) is modelled as TE
+documents it: see :class:`_LinearWithMainGrad`.
+
+Refused, by name: options that would change what is computed and that the kit does not model (userbuffer overlap,
+delayed weight gradients, zero-centred gamma, FP8).
 """
 
 from __future__ import annotations
@@ -29,6 +33,62 @@ def _refuse(layer: str, options: dict[str, Any]) -> None:
     asked = sorted(name for name, value in options.items() if value and name not in _NEUTRAL)
     if asked:
         raise NotImplementedError(f"simulated TransformerEngineNPU {layer}: {', '.join(asked)} not modelled")
+
+
+class _LinearWithMainGrad(torch.autograd.Function):
+    """``F.linear`` whose weight gradient goes into ``weight.main_grad`` (TE's ``fuse_wgrad_accumulation``).
+
+    What it models (TE's documented semantics, which Megatron's DDP relies on): the weight is assumed to carry
+    ``main_grad``, a preallocated buffer (Megatron's DDP makes it a view of its float32 gradient buffer), and the weight
+    gradient is accumulated into it in float32, never rounded to the parameters' dtype first (TE's GEMM accumulates into
+    the buffer; MindSpeed's own TE linear before TENPU, ``npu_matmul_add_fp32``, the same); with ``overwrite_main_grad``
+    set on the weight it replaces the buffer's content instead (Megatron FSDP). Where the weight has
+    ``grad_added_to_main_grad`` (DDP sets it on every trainable parameter) it is set ``True`` and autograd gets a dummy
+    weight gradient, so that the DDP hook on the weight's gradient accumulator still runs (it skips the addition and
+    clears ``.grad``); zeros, so that code that does add it (``zero_out_wgrad``) adds nothing. Without that attribute
+    no weight gradient is returned. The forward is ``F.linear`` itself (bias included where it is), bit for bit the
+    unfused layer's; input and bias gradients are autograd's as for ``F.linear``.
+
+    Refused, by name, rather than computed otherwise: a weight without ``main_grad`` (no DDP around the model), and a
+    ``main_grad`` of another dtype than float32 (TE's handling of a low-precision buffer is not modelled).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, inp: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(inp, weight)
+        ctx.has_bias = bias is not None
+        return F.linear(inp, weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        inp, weight = ctx.saved_tensors
+        grad_input = grad_out.matmul(weight) if ctx.needs_input_grad[0] else None
+        grad_bias = (
+            grad_out.reshape(-1, grad_out.shape[-1]).sum(dim=0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        )
+        grad_weight = None
+        if ctx.needs_input_grad[1]:
+            main_grad = getattr(weight, "main_grad", None)
+            if main_grad is None:
+                raise NotImplementedError(
+                    "simulated TransformerEngineNPU: fuse_wgrad_accumulation needs weight.main_grad (Megatron's DDP "
+                    "gives every trainable parameter one); a weight without it is not modelled"
+                )
+            if main_grad.dtype != torch.float32:
+                raise NotImplementedError(
+                    f"simulated TransformerEngineNPU: fuse_wgrad_accumulation into a {main_grad.dtype} main_grad is "
+                    "not modelled (float32 only: Megatron's grad_reduce_in_fp32, verl's default)"
+                )
+            # [tokens, out]^T @ [tokens, in] in float32: bf16 inputs are exact in float32, the sum is not rounded
+            wgrad = grad_out.reshape(-1, grad_out.shape[-1]).float().t().matmul(inp.reshape(-1, inp.shape[-1]).float())
+            if getattr(weight, "overwrite_main_grad", False):
+                main_grad.copy_(wgrad)
+            else:
+                main_grad.add_(wgrad)
+            if hasattr(weight, "grad_added_to_main_grad"):
+                weight.grad_added_to_main_grad = True
+                grad_weight = torch.zeros_like(weight)
+        return grad_input, grad_weight, grad_bias
 
 
 def _device(device: Any) -> torch.device:
@@ -62,7 +122,9 @@ class Linear(torch.nn.Module):
         **options: Any,
     ) -> None:
         super().__init__()
-        _refuse(type(self).__name__, {"fuse_wgrad_accumulation": fuse_wgrad_accumulation, **options})
+        _refuse(type(self).__name__, options)
+        # read back by Megatron (its TE fused-op MLP asks linear_fc1.fuse_wgrad_accumulation)
+        self.fuse_wgrad_accumulation = fuse_wgrad_accumulation
         if parallel_mode not in (None, "column", "row"):
             raise ValueError(f"parallel_mode={parallel_mode!r}: TE's are None, 'column' and 'row'")
         self.in_features, self.out_features = in_features, out_features
@@ -119,7 +181,11 @@ class Linear(torch.nn.Module):
     def forward(self, inp: torch.Tensor, is_first_microbatch: bool | None = None) -> Any:
         add_bias_here = self.bias is not None and not self.return_bias
         row = self.parallel_mode == "row"
-        out = F.linear(self._input(inp), self.weight, self.bias if add_bias_here and not row else None)
+        bias = self.bias if add_bias_here and not row else None
+        if self.fuse_wgrad_accumulation and torch.is_grad_enabled() and self.weight.requires_grad:
+            out = _LinearWithMainGrad.apply(self._input(inp), self.weight, bias)
+        else:
+            out = F.linear(self._input(inp), self.weight, bias)
         out = self._output(out)
         if add_bias_here and row:
             out = out + self.bias
