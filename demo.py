@@ -150,10 +150,12 @@ def main() -> int:
 def collect(children: dict[str, list[tuple[subprocess.Popen[str], Path]]]) -> dict[str, list[dict[str, Any]]]:
     """mode -> the reports of its processes; empty if one failed (said on stderr)."""
     reports: dict[str, list[dict[str, Any]]] = {}
+    flat = {(mode, index): child for mode, runs in children.items() for index, (child, _) in enumerate(runs)}
+    finished = probe.finish(flat, timeout=900)
     for mode, runs in children.items():
-        for child, output in runs:
-            _, stderr = child.communicate(timeout=900)
-            if child.returncode != 0:
+        for index, (_, output) in enumerate(runs):
+            status, stderr = finished[(mode, index)]
+            if status != 0:
                 print(f"the {mode!r} run failed:\n{stderr}", file=sys.stderr)
                 return {}
             reports.setdefault(mode, []).append(json.loads(output.read_text()))

@@ -60,6 +60,7 @@ UNIT_TOOLS = [*TEST_TOOLS, "wheel==0.45.1"]
 # pair it, below) and import einops: `verl==X` requires neither. mbridge 0.15.1 fails with
 # transformers 5 on 0.7.1 and 0.8.0 (`rope_theta`), hence transformers<5 there; 0.9.x pins its own 5.x.
 TRAIN = ["mbridge==0.15.1", "einops==0.8.2"]
+MEGATRON_BRIDGE_NEEDS = ["nvidia-modelopt==0.47.0", "megatron-energon==7.4.1", "omegaconf", "hydra-core"]
 VERL_0_8_EXTRAS = ["pyarrow<26", "uvicorn", "fastapi", "cachetools", "transformers<5", *TRAIN]
 
 
@@ -75,6 +76,8 @@ class Environment:
     python: str = "3.11"
     mindspeed_line: str = "core_r0.16.0"
     paths: tuple[str, ...] | None = None
+    no_deps: tuple[str, ...] = ()  # installed without their dependencies, after the pins, as the images install them
+    bridge: str = "mbridge"  # the bridge the training probe builds verl's models through (train_probe.py --bridge)
 
     @property
     def release(self) -> str:
@@ -123,11 +126,16 @@ ENVIRONMENTS: dict[str, Environment] = {
     "0.9.1-py312": Environment(("verl==0.9.1", *TORCH_PY312, MEGATRON, *TRAIN), python="3.12"),
     # Then the images' stack since #7604: Megatron 0.18 with MindSpeed core_r0.18.0 (the kit's MegatronAdaptor and
     # TransformerEngineNPU stand-ins), the kit's own tests on torch 2.10 beside it.
+    # verl 0.9.x builds its models through Megatron-Bridge there, its default (mbridge 0.15.1 does not run on
+    # Megatron 0.17 and later): 0.5.0, the newest that runs on megatron-core 0.18 (0.6.x imports a module of 0.19's),
+    # installed --no-deps as the images install it, with what it imports that verl does not bring.
     "0.9.1-py312-mcore0.18": Environment(
-        ("verl==0.9.1", *TORCH_PY312, MEGATRON_0_18, *TRAIN),
+        ("verl==0.9.1", *TORCH_PY312, MEGATRON_0_18, "einops==0.8.2", *MEGATRON_BRIDGE_NEEDS),
         python="3.12",
         mindspeed_line="core_r0.18.0",
         paths=(*MEGATRON_DEPENDENT, "tests/matrix/test_doctor.py", *KIT),
+        no_deps=("megatron-bridge==0.5.0",),
+        bridge="megatron-bridge",
     ),
 }
 KIT_ENVS = ("0.7.1",)  # the full environments that run the kit too (the others list it in their paths)
@@ -192,23 +200,28 @@ def uv_install(session: nox.Session, *arguments: str) -> None:
     session.run(uv, "pip", "install", "--quiet", *arguments, env={"UV_CACHE_DIR": str(UV_CACHE)}, external=True)
 
 
-def cached_env(session: nox.Session, name: str, requirements: list[str], python: str = "3.11") -> Path:
-    """Return the python of a cached virtualenv holding ``requirements`` on ``python``, building it if needed."""
-    env, ready = cache_slot(session, name, requirements, python)
+def cached_env(
+    session: nox.Session, name: str, requirements: list[str], python: str = "3.11", no_deps: list[str] | None = None
+) -> Path:
+    """Return the python of a cached virtualenv holding ``requirements`` (and ``no_deps`` without their dependencies)
+    on ``python``, building it if needed."""
+    no_deps = no_deps or []
+    env, ready = cache_slot(session, name, [*requirements, *(f"{pin} --no-deps" for pin in no_deps)], python)
     executable = env / "bin" / "python"
     if ready.exists():
         return executable
     session.log(f"building {env.name} (Python {python}): {' '.join(requirements)}")
     # venv's own pip and setuptools stay: the unit tests pip-install the shim with them.
     session.run(interpreter(session, python), "-m", "venv", str(env), external=True)
-    from_index = list(requirements)
     if TORCH in requirements:
         # From this disk or not at all: an index would offer a CUDA build of several GB under the same version.
         if not any(LOCAL_WHEELS.glob("torch-2.13.0+cpu-*.whl")):
             session.error(f"no CPU build of {TORCH} in {LOCAL_WHEELS}: not letting an index pick a CUDA build")
         local = ["--no-index", "--no-deps", "--find-links", str(LOCAL_WHEELS)]  # its dependencies come next
         uv_install(session, "--python", str(executable), *local, TORCH)
-    uv_install(session, "--python", str(executable), *from_index)
+    uv_install(session, "--python", str(executable), *requirements)
+    if no_deps:
+        uv_install(session, "--python", str(executable), "--no-deps", *no_deps)
     ready.touch()
     return executable
 
@@ -234,7 +247,8 @@ def source_pins() -> Any:
 
 def verl_env(session: nox.Session, name: str) -> Path:
     environment = ENVIRONMENTS[name]
-    return cached_env(session, f"verl-{name}", [*environment.pins, *MATRIX_TOOLS], environment.python)
+    pins = [*environment.pins, *MATRIX_TOOLS]
+    return cached_env(session, f"verl-{name}", pins, environment.python, no_deps=list(environment.no_deps))
 
 
 def matrix_paths(name: str) -> list[str]:
@@ -256,6 +270,7 @@ def test_variables(name: str, mindspeed_line: str | None = None) -> dict[str, st
     return {
         "NPU_SHIM_TEST_VERL": environment.release,
         "NPU_SHIM_SIM_MINDSPEED": mindspeed_line or environment.mindspeed_line,
+        "NPU_SHIM_TEST_BRIDGE": environment.bridge,
     }
 
 

@@ -59,7 +59,8 @@ def testing_kit() -> Any:
 def start(
     mode: str, output: Path, *options: str, script: str = __file__, ahead: tuple[str, ...] = (), **variables: str
 ) -> subprocess.Popen[str]:
-    """Run ``script`` (this file) under one activation in a fresh interpreter with a clean environment.
+    """Run ``script`` (this file) under one activation in a fresh interpreter with a clean environment; wait for it
+    with :func:`finish`.
 
     PATH and HOME only, plus ``variables``; the simulated NPU on PYTHONPATH, ``ahead`` before it (real
     MindSpeed's source, tests/real_mindspeed), and the checkout before those for ``sitecustomize``. stderr
@@ -74,14 +75,16 @@ def start(
     if mode == "sitecustomize":
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]])
     env.update(variables)
-    return subprocess.Popen(
-        [sys.executable, script, mode, str(output), *options],
-        env=env,
-        cwd=output.parent,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # stderr into a file, not a pipe: a child that writes more than a pipe holds blocks until it is read, and a
+    # caller waiting on another rank first, which waits on this one in a collective, would wait for ever (real
+    # MindSpeed core_r0.18.0's patch pass makes transformers warn some hundred kB at import)
+    log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by finish()
+    child = subprocess.Popen(
+        [sys.executable, script, mode, str(output), *options], env=env, cwd=output.parent,
+        stdout=subprocess.DEVNULL, stderr=log, text=True,
+    )  # fmt: skip
+    child.stderr_log = log  # read by finish()
+    return child
 
 
 def finish(children: dict[str, subprocess.Popen[str]], timeout: float = 600) -> dict[str, tuple[int, str]]:
@@ -89,12 +92,14 @@ def finish(children: dict[str, subprocess.Popen[str]], timeout: float = 600) -> 
     results = {}
     try:
         for name, child in children.items():
-            _, stderr = child.communicate(timeout=timeout)
-            results[name] = (child.returncode, stderr)
+            child.wait(timeout=timeout)
+            child.stderr_log.seek(0)
+            results[name] = (child.returncode, child.stderr_log.read())
     finally:
         for child in children.values():
             child.kill()
             child.wait()
+            child.stderr_log.close()
     return results
 
 
