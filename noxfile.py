@@ -126,11 +126,11 @@ ENVIRONMENTS: dict[str, Environment] = {
     "0.9.1-py312": Environment(("verl==0.9.1", *TORCH_PY312, MEGATRON, *TRAIN), python="3.12"),
     # Then the images' stack since #7604: Megatron 0.18 with MindSpeed core_r0.18.0 (the kit's MegatronAdaptor and
     # TransformerEngineNPU stand-ins), the kit's own tests on torch 2.10 beside it.
-    # verl 0.9.x builds its models through Megatron-Bridge there, its default (mbridge 0.15.1 does not run on
-    # Megatron 0.17 and later): 0.5.0, the newest that runs on megatron-core 0.18 (0.6.x imports a module of 0.19's),
-    # installed --no-deps as the images install it, with what it imports that verl does not bring.
+    # verl 0.9.x builds its models through Megatron-Bridge there, its default: 0.5.0, the newest that runs on
+    # megatron-core 0.18 (0.6.x imports a module of 0.19's), installed --no-deps as the images install it, with what
+    # it imports that verl does not bring. mbridge too, for real MindSpeed core_r0.18.0 (tests/real_mindspeed).
     "0.9.1-py312-mcore0.18": Environment(
-        ("verl==0.9.1", *TORCH_PY312, MEGATRON_0_18, "einops==0.8.2", *MEGATRON_BRIDGE_NEEDS),
+        ("verl==0.9.1", *TORCH_PY312, MEGATRON_0_18, *TRAIN, *MEGATRON_BRIDGE_NEEDS),
         python="3.12",
         mindspeed_line="core_r0.18.0",
         paths=(*MEGATRON_DEPENDENT, "tests/matrix/test_doctor.py", *KIT),

@@ -76,7 +76,9 @@ def _install_wgrad_fusion() -> None:
     ``core_r0.18.0`` no longer does, and MA took over those basics (MindSpeed's README), as the kit already takes
     ``FusedAdam`` to be MA's. MA's own source is not public: that MA makes this module too is the kit's assumption,
     the one that lets Megatron-Bridge's models (``gradient_accumulation_fusion`` on wherever ``transformer_engine``
-    imports, TENPU included) build on that line at all.
+    imports, TENPU included) build on that line at all. Real ``core_r0.18.0`` supports it: its own
+    ``mindspeed/core/weight_grad_store.py`` imports ``fused_weight_gradient_mlp_cuda`` and calls
+    ``wgrad_gemm_accum_fp32`` where ``gradient_accumulation_fusion`` is on, and makes no such module itself.
     """
     import importlib.machinery
     import types
