@@ -54,11 +54,15 @@ def meaning(failure: dict[str, Any] | None) -> str | None:
     if failure is None:
         return None
     missing = failure["missing"]
-    cause = (
-        "Megatron-Bridge is not installed"
-        if missing in ("megatron.bridge", "megatron")
-        else f"`import {failure['module']}` fails: {failure['error']}"
-    )
+    if missing in ("megatron.bridge", "megatron"):
+        cause = "Megatron-Bridge is not installed"
+    elif missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU that is TENPU's name
+        cause = (
+            "Megatron-Bridge is installed but imports Transformer Engine, which is not (on an NPU: "
+            "TransformerEngineNPU, module transformer_engine)"
+        )
+    else:
+        cause = f"`import {failure['module']}` fails: {failure['error']}"
     return (
         f"verl's Megatron engines build their models through Megatron-Bridge by default (vanilla_mbridge=False), "
         f"and {cause}: every Megatron engine with verl's default config (critic and actor) fails when it is built; "

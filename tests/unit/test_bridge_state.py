@@ -105,3 +105,15 @@ def test_an_importable_bridge_or_no_megatron_engine_is_no_failure(megatron_engin
     monkeypatch.delitem(sys.modules, "verl.models.mcore.bridge")
     fake_verl_bridge(megatron_engine_imported, "raise ImportError('not reached: no Megatron engine to build')\n")
     assert bridge_state.bridge_state()["import_error"] is None
+
+
+def test_a_megatron_bridge_without_transformer_engine_names_transformer_engine_npu(megatron_engine_imported):
+    # Megatron-Bridge 0.5.0 imports transformer_engine.pytorch unguarded (its LoRA layers)
+    missing = "transformer_engine"
+    fake_verl_bridge(
+        megatron_engine_imported, f'raise ModuleNotFoundError("No module named {missing!r}", name={missing!r})\n'
+    )
+    meaning = bridge_state.bridge_state()["meaning"]
+    assert "Megatron-Bridge is installed but imports Transformer Engine" in meaning
+    assert "TransformerEngineNPU, module transformer_engine" in meaning
+    assert "vanilla_mbridge=True" in meaning
