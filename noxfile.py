@@ -124,7 +124,7 @@ ENVIRONMENTS: dict[str, Environment] = {
     # rest of tests/matrix runs on the same verl and Megatron under 3.12 (0.9.1-py312), the newest images' Python.
     "0.9.1": Environment(
         ("verl==0.9.1", TORCH, MEGATRON, *TRAIN),
-        paths=("tests/matrix/test_recognition.py", "tests/matrix/test_matrix.py", "tests/matrix/test_upstream_fixes.py"),
+        paths=tuple(f"tests/matrix/{name}.py" for name in ("test_recognition", "test_matrix", "test_upstream_fixes")),
     ),
     # verl's newest Ascend images: Python 3.12, torch 2.10. First as the 9.1.0 Dockerfile paired them before verl
     # #7604: Megatron 0.16.1 with MindSpeed core_r0.16.0.
