@@ -27,7 +27,7 @@ WAYS_OUT = (
 
 
 def default_bridge() -> str | None:
-    """The bridge verl's default engine config builds through: None where this verl has no such choice (< 0.9)."""
+    """The bridge verl's default engine config builds through: None where this verl has no such choice (0.6.x)."""
     config = sys.modules.get("verl.workers.config")
     fields = getattr(getattr(config, "McoreEngineConfig", None), "__dataclass_fields__", {})
     vanilla = fields.get("vanilla_mbridge")
