@@ -91,7 +91,7 @@ where verl looks up NPU engines).
   Reported, not judged: it changes no status
 - ``bridge``: ``{"default": "Megatron-Bridge"|"mbridge"|None, "import_error": {"module", "error", "missing"}|None,
   "meaning": str|None}``: the bridge verl's default engine config builds Megatron models through (None: this verl has
-  no ``vanilla_mbridge``, before 0.9.0), and, where that is Megatron-Bridge and verl's Megatron engine imported, how
+  no ``vanilla_mbridge``, 0.6.x), and, where that is Megatron-Bridge and verl's Megatron engine imported, how
   the probe's import of ``verl.models.mcore.bridge`` (verl's own import of ``megatron.bridge``) failed, with both ways
   out in ``meaning``. Not None where verl looks up npu engines: ``"problem"`` (verl #6931)
 - ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``

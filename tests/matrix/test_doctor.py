@@ -57,7 +57,7 @@ def _installed(distribution: str) -> bool:
 
 
 # verl's default bridge per release (McoreEngineConfig.vanilla_mbridge): none to choose on 0.6.x, mbridge on 0.7.x
-# and 0.8.0, Megatron-Bridge from 0.9.0; where that is missing no Megatron engine of verl's default config builds (#6931)
+# and 0.8.0, Megatron-Bridge from 0.9.0; where that is missing, no Megatron engine of the default config builds (#6931)
 DEFAULT_BRIDGE = "Megatron-Bridge" if VERL_TUPLE >= (0, 9) else "mbridge" if VERL_TUPLE >= (0, 7) else None
 BRIDGE_MISSING = DEFAULT_BRIDGE == "Megatron-Bridge" and not _installed("megatron-bridge")
 # with the shim, and without it where verl has the value engine

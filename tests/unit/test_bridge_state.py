@@ -34,8 +34,8 @@ def verl_config(monkeypatch: pytest.MonkeyPatch):
     ("defaults", "bridge"),
     [
         ({"use_mbridge": True, "vanilla_mbridge": False}, "Megatron-Bridge"),  # verl 0.9.x
-        ({"use_mbridge": True, "vanilla_mbridge": True}, "mbridge"),  # 0.8.0
-        ({"use_mbridge": True}, None),  # 0.7.x: no choice of bridge
+        ({"use_mbridge": True, "vanilla_mbridge": True}, "mbridge"),  # 0.7.x, 0.8.0
+        ({"use_mbridge": False}, None),  # 0.6.x: no choice of bridge
     ],
 )
 def test_the_default_bridge_is_read_from_verls_engine_config(verl_config, defaults, bridge):
