@@ -33,7 +33,7 @@ PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 TORCH = "torch==2.13.0"
 LOCAL_WHEELS = Path("/opt/wheels")  # where that build lies (this machine kind's pip find-links; uv reads no pip config)
 # Python 3.12 with torch 2.10.0 and torchvision 0.25.0, as verl's newest Ascend images (Dockerfile.ascend_9.1.0_*)
-# pin them. No CPU build of it is reachable here: PyPI's is a CUDA build (about 3.5 GB of downloads with its nvidia
+# pin them. No CPU build of it is reachable here: PyPI's is a CUDA build (3.9 GiB of downloads with its nvidia
 # libraries, fetched once into uv's cache, docs/costs.md); it imports and computes on a CPU.
 TORCH_PY312 = ["torch==2.10.0", "torchvision==0.25.0"]
 MEGATRON = "megatron-core==0.16.1"
