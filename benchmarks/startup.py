@@ -25,15 +25,18 @@ temporary empty working directory):
    - ``empty-sc-site``: ``empty-sc`` with ``<site>`` on PYTHONPATH too, the floor for ``shim-bootstrap``.
 
    Goal: the median of the per-round ratios shim-sc / empty-sc, and shim-bootstrap /
-   empty-sc-site, is <= 1.03.
+   empty-sc-site, is <= 1.01.
    Before timing, each variant is checked once (torch, verl and wrapt not
-   loaded; npu_shim loaded and activated where it should be).
+   loaded; npu_shim loaded and activated where it should be), and the two routes load exactly
+   the modules their floors load: the shim's start-up imports nothing.
+   What the environment itself runs at start-up (its ``.pth`` files' import lines) is printed
+   first: every variant pays it, the floors included, so the ratios compare like with like.
 
    The variants run twice, each time over fresh copies of the files they start
    from: once with bytecode cached (``__pycache__`` written by an untimed round),
    once where it cannot be (``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__``,
    as in a read-only image without precompiled bytecode), where every interpreter
-   compiles the start-up files anew. Goal there: <= 1.05.
+   compiles the start-up files anew. Goal there: <= 1.03.
 2. ``python -c "import verl.workers.engine"`` with the shim (PYTHONPATH=<checkout>)
    and without it (an empty sitecustomize), both with the simulated NPU of
    ``npu_shim.testing`` on PYTHONPATH so that the shim really injects its
@@ -54,9 +57,11 @@ Usage (with the verl 0.7.1 environment's python; ``make bench`` does the same)::
     .cache/envs/verl-0.7.1-????????????/bin/python benchmarks/startup.py --skip-verl # start-up only
     .cache/envs/verl-0.7.1-????????????/bin/python benchmarks/startup.py --rounds 500 --import-rounds 11
 
-To see where start-up time goes, compare
-``PYTHONPATH=<checkout> python -X importtime -c pass`` with the same for an
-empty sitecustomize.
+To see where start-up time goes, ``--instructions`` counts each variant's
+instructions under valgrind (the same count every run, whatever else the machine
+does), and ``valgrind --tool=callgrind`` of one variant against its floor, through
+``callgrind_annotate --inclusive=yes``, says in which of CPython's functions they
+go (docs/costs.md has the breakdown).
 """
 
 from __future__ import annotations
@@ -81,8 +86,8 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 PACKAGE = CHECKOUT / "npu_shim"
 SIMULATED = PACKAGE / "testing" / "simulated"
 
-STARTUP_GOAL = 1.03
-STARTUP_GOAL_NO_BYTECODE = 1.05
+STARTUP_GOAL = 1.01
+STARTUP_GOAL_NO_BYTECODE = 1.03
 IMPORT_GOAL = 1.02
 CALL_REPEATS = 7
 HEAVY = ("torch", "verl", "wrapt")
@@ -91,7 +96,7 @@ HEAVY = ("torch", "verl", "wrapt")
 # npu_shim's sitecustomize activates without importing npu_shim: its finder in sys.meta_path says so.
 PROBE = (
     "import sys, json; s = sys.modules.get('npu_shim'); "
-    f"print(json.dumps({{'heavy': sorted(m for m in {HEAVY!r} if m in sys.modules), "
+    f"print(json.dumps({{'heavy': sorted(m for m in {HEAVY!r} if m in sys.modules), 'modules': sorted(sys.modules), "
     "'npu_shim': s is not None, 'via': s.activated_via() if s else 'sitecustomize' "
     "if [f for f in sys.meta_path if type(f).__name__ == 'VerlImportWatcher'] else None}))"
 )
@@ -182,7 +187,8 @@ def make_startup_variants(tmp: Path, bytecode: bool) -> list[Variant]:
     (wrapt_sc / "sitecustomize.py").write_text("import wrapt\n")
     # copies, not links: every import through a symlinked directory pays for resolving it
     no_bytecode = shutil.ignore_patterns("__pycache__")
-    shutil.copy2(CHECKOUT / "sitecustomize.py", checkout)  # the file its symlink names
+    for link in ("sitecustomize.py", "_npu_shim_chain.py"):
+        shutil.copy2(CHECKOUT / link, checkout)  # the file its symlink names
     shutil.copytree(PACKAGE, checkout / "npu_shim", ignore=no_bytecode)
     shutil.copytree(PACKAGE, link_dir / "npu_shim", ignore=no_bytecode)
     unloaded = {"heavy": [], "npu_shim": False, "via": None}
@@ -226,15 +232,40 @@ def bytecode_written(tmp: Path) -> list[str]:
     return sorted(str(path.relative_to(tmp)) for path in tmp.rglob("__pycache__"))
 
 
+# Each route and its floor (an empty sitecustomize with the same PYTHONPATH entries but the shim's).
+PAIRS = (("shim-sc", "empty-sc"), ("shim-bootstrap", "empty-sc-site"))
+
+
 def check_startup(variants: Sequence[Variant], cwd: Path) -> None:
-    """Fail loudly unless each variant loads what it should (and nothing heavy); also warms caches."""
+    """Fail loudly unless each variant loads what it should (and nothing heavy), and each route loads exactly
+    its floor's modules; also warms caches."""
+    modules = {}
     for variant in variants:
         proc = run(variant, f"{variant.code}; {PROBE}", cwd)
         seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        modules[variant.name] = seen.pop("modules")
         wrong = {key: seen[key] for key, want in variant.expect.items() if seen[key] != want}
         if wrong or proc.stderr:
             raise SanityError(f"{variant.name}: expected {variant.expect}, got {seen}; stderr: {proc.stderr!r}")
         print(f"  ok {variant.name:<15} {seen}")
+    for shim, floor in PAIRS:
+        extra, missing = set(modules[shim]) - set(modules[floor]), set(modules[floor]) - set(modules[shim])
+        if extra or missing:
+            raise SanityError(f"{shim} imports {sorted(extra)} and not {sorted(missing)}, against {floor}")
+        print(f"  ok {shim:<15} loads the {len(modules[shim])} modules {floor} loads, no other")
+
+
+def startup_pth_lines() -> list[str]:
+    """The import lines of this environment's .pth files: code every interpreter here runs at start-up."""
+    import site
+
+    lines = []
+    for directory in dict.fromkeys([*site.getsitepackages(), site.getusersitepackages()]):
+        for pth in sorted(Path(directory).glob("*.pth")) if Path(directory).is_dir() else ():
+            for line in pth.read_text(errors="replace").splitlines():
+                if line.startswith(("import ", "import\t")):
+                    lines.append(f"{pth.name}: {line.strip()[:100]}")
+    return lines
 
 
 def time_startup(variants: Sequence[Variant], rounds: int, cwd: Path) -> None:
@@ -283,7 +314,7 @@ def report_startup(variants: Sequence[Variant], rounds: int, bytecode: bool) -> 
             f"| {vs_bare:.3f} | {vs_floor:.3f} | {q1:.3f}-{q3:.3f} |"
         )
     # The installed bootstrap is compared with an empty sitecustomize that has the same second entry.
-    for shim, base in (("shim-sc", "empty-sc"), ("shim-bootstrap", "empty-sc-site")):
+    for shim, base in PAIRS:
         shim_ns, base_ns = by_name[shim].times_ns, by_name[base].times_ns
         ratio = statistics.median(paired(shim_ns, base_ns))
         extra = statistics.median([s - f for s, f in zip(shim_ns, base_ns, strict=True)])
@@ -291,6 +322,31 @@ def report_startup(variants: Sequence[Variant], rounds: int, bytecode: bool) -> 
             f"\nGoal {shim} within {goal - 1:.0%} of {base}: median paired ratio {ratio:.3f} "
             f"(median paired extra {ms(extra)} ms) -> {verdict(ratio, goal)}"
         )
+
+
+def instructions(variant: Variant, cwd: Path) -> int:
+    """Instructions one ``python -c`` of ``variant`` executes (valgrind's callgrind, hash seed fixed)."""
+    env = {**variant.env(), "PYTHONHASHSEED": "0"}  # dict and set orders, hence their work, alike every run
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", variant.code]
+    proc = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    counted = [line.rpartition(":")[2] for line in proc.stderr.splitlines() if "Collected :" in line]
+    if proc.returncode != 0 or not counted:
+        raise SanityError(f"{variant.name}: valgrind exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    return int(counted[-1].strip())
+
+
+def report_instructions(variants: Sequence[Variant], cwd: Path, bytecode: bool) -> None:
+    """Instructions per variant (bytecode as the timed rounds left it) and the routes' ratios to their floors."""
+    if shutil.which("valgrind") is None:
+        raise SanityError("--instructions needs valgrind on PATH")
+    counts = {variant.name: instructions(variant, cwd) for variant in variants if variant.name != "naive-wrapt"}
+    print(f"\nInstructions (callgrind, one run each, {'bytecode cached' if bytecode else 'no bytecode'}):\n")
+    print("| variant | instructions | /empty-sc |")
+    print("|---|---:|---:|")
+    for name, count in counts.items():
+        print(f"| {name} | {count:,} | {count / counts['empty-sc']:.4f} |")
+    for shim, base in PAIRS:
+        print(f"\n{shim} / {base}: {counts[shim] / counts[base]:.4f} ({counts[shim] - counts[base]:+,} instructions)")
 
 
 def make_verl_variants(empty_sc: Path) -> tuple[Variant, Variant]:
@@ -379,6 +435,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=200_000, help="get_engine_cls calls per timeit repeat")
     parser.add_argument("--call-pairs", type=int, default=3, help="pairs of children timing get_engine_cls")
     parser.add_argument("--skip-verl", action="store_true", help="measure interpreter start-up only")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each start-up variant's instructions under valgrind (callgrind): a figure free of the "
+        "machine's noise, for finding where the time goes",
+    )
     args = parser.parse_args(argv)
     if min(args.rounds, args.import_rounds, args.calls, args.call_pairs) < 1:
         parser.error("--rounds, --import-rounds, --calls and --call-pairs must be positive")
@@ -392,6 +454,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"# Python {platform.python_version()} ({platform.python_implementation()}), "
         f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
     )
+    print("# what this environment runs at start-up, floors included (.pth import lines):")
+    for line in startup_pth_lines() or ["(nothing)"]:
+        print(f"#   {line}")
     with tempfile.TemporaryDirectory(prefix="npu_shim-bench-") as name:
         tmp = Path(name)
         cwd = tmp / "cwd"
@@ -406,6 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not bytecode and bytecode_written(files):
                     raise SanityError(f"bytecode was written: {bytecode_written(files)}")
                 report_startup(variants, args.rounds, bytecode)
+                if args.instructions:
+                    report_instructions(variants, cwd, bytecode)
             if args.skip_verl:
                 return 0
             shim, base = make_verl_variants(tmp / "cached" / "empty-sc")

@@ -50,8 +50,8 @@ def activate(via: str = "import") -> bool:
             sys.meta_path.insert(0, _watcher)
         if "verl" in sys.modules:
             _watcher.find_spec("verl")
-        if "megatron" in sys.modules and not _watcher.megatron_fired:  # too late to import MegatronAdaptor first
-            _watcher.megatron_fired = True
+        if "megatron" in sys.modules and "megatron" in _watcher.waiting:  # too late to import MegatronAdaptor first
+            _watcher.waiting = tuple(name for name in _watcher.waiting if name != "megatron")
             from npu_shim.megatron_first import came_too_late
 
             came_too_late()

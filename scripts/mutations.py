@@ -39,6 +39,48 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "start-up: the common case decided without looking for a sitecustomize it hides",
+        "npu_shim/bootstrap/sitecustomize.py",
+        '            "sitecustomize", sys.path[sys.path.index(here) + 1 :]\n',
+        '            "no_such_module", sys.path[sys.path.index(here) + 1 :]\n',
+    ),
+    Mutation(
+        "start-up: a module imported that an empty sitecustomize does not import",
+        "npu_shim/bootstrap/sitecustomize.py",
+        "import os\nimport sys\n",
+        "import json\nimport os\nimport sys\n",
+    ),
+    Mutation(
+        "start-up: the common case taken with one of npu_shim's switches set",
+        "npu_shim/bootstrap/sitecustomize.py",
+        "        and SWITCHES.isdisjoint(os.environ)\n",
+        "        and SWITCHES.isdisjoint(())\n",
+    ),
+    Mutation(
+        "start-up: the common case taken in a Python npu_shim does not serve",
+        "npu_shim/bootstrap/sitecustomize.py",
+        "        sys.version_info >= (3, 10)\n",
+        "        sys.version_info >= (2, 7)\n",
+    ),
+    Mutation(
+        "first_import: the name it came for left waiting (MegatronAdaptor's own import of Megatron comes back)",
+        "npu_shim/first_import.py",
+        "    watcher.waiting = tuple(name for name in watcher.waiting if name != top)\n",
+        "",
+    ),
+    Mutation(
+        "first_import: MegatronAdaptor imported again where it is already loaded",
+        "npu_shim/first_import.py",
+        "    elif top == MEGATRON and ADAPTOR not in sys.modules and _found(ADAPTOR):\n",
+        "    elif top == MEGATRON and _found(ADAPTOR):\n",
+    ),
+    Mutation(
+        "chain: a served interpreter with a hidden sitecustomize left without the watcher",
+        "npu_shim/bootstrap/_npu_shim_chain.py",
+        '            sys.meta_path.insert(0, bootstrap["VerlImportWatcher"]())\n',
+        "            pass\n",
+    ),
+    Mutation(
         "shared_repatch: copy the user's config only for a string attention_backend",
         "npu_shim/fixes/shared_repatch.py",
         '    config = dict(engine_config.get("override_transformer_config", None) or {})  # never the user\'s dict\n'
@@ -432,7 +474,7 @@ def copy_checkout(destination: Path) -> None:
         if source.is_file():
             target = destination / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
+            shutil.copy2(source, target, follow_symlinks=False)  # the checkout's sitecustomize.py stays a link
 
 
 def run_unit_layer(checkout: Path) -> bool:

@@ -49,7 +49,23 @@ NOT_RUN = "NOT RUN"  # helpers.lacking's prefix (this file stands alone: tests/u
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Every test skipped for want of an interpreter or tool (helpers.lacking), one line each: not run, not green."""
+    """Every test skipped for want of an interpreter or tool (helpers.lacking), one line each: not run, not green.
+    Then each test file's time (set-up, call and tear-down of its tests, summed), longest first: what an environment's
+    share of `make test`'s budget goes to (docs/costs.md)."""
+    _not_run_summary(terminalreporter)
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                path = report.nodeid.partition("::")[0]
+                seconds[path] = seconds.get(path, 0.0) + report.duration
+    if seconds:
+        terminalreporter.section("seconds per test file", sep="-")
+        for path, total in sorted(seconds.items(), key=lambda item: -item[1])[:12]:
+            terminalreporter.write_line(f"{total:8.1f} s  {path}")
+
+
+def _not_run_summary(terminalreporter: pytest.TerminalReporter) -> None:
     lines = []
     for report in terminalreporter.stats.get("skipped", []):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

@@ -1,4 +1,11 @@
-"""What npu_shim's start-up rarely needs: a sitecustomize it hides, and bytecode it must not leave (2.7 syntax).
+"""What npu_shim's start-up rarely needs (2.7 syntax): every case but the common one, a sitecustomize it hides,
+bytecode it must not leave.
+
+npu_shim's sitecustomize decides the common case itself, with as little code as will do (an interpreter that
+cannot cache bytecode compiles it at each start): npu_shim serves the interpreter, none of its switches is set,
+no later sitecustomize. Every other case comes here, where :func:`start` decides as it does, but with realpaths
+(a venv's lib64 is its lib): an interpreter npu_shim does not serve, one with a switch set, one with a hidden
+sitecustomize.
 
 Python's ``site`` imports the first ``sitecustomize`` on ``sys.path`` and stops, so npu_shim's
 would hide one later on the path (a container's own, say OpenTelemetry's launcher, or an old
@@ -10,8 +17,8 @@ bytecode of an installed shim's bootstrap, and ``pip uninstall npu-shim`` remove
 interpreter's: a directory left behind would make ``import npu_shim`` succeed as an empty
 namespace package. This removes such bytecode.
 
-npu_shim's sitecustomize imports this (a checkout links it beside its sitecustomize.py) where
-it does not serve, or where a later sitecustomize exists, and takes it out of sys.modules again.
+npu_shim's sitecustomize imports this (a checkout links it beside its sitecustomize.py) and takes it out of
+sys.modules again.
 """
 
 import os
@@ -118,9 +125,19 @@ def _bytecode(module):
     return os.path.splitext(module["__file__"])[0] + ".pyc"
 
 
-def after_npu_shim(bootstrap, served):
-    """What npu_shim's sitecustomize (``bootstrap``: its globals) leaves to this module."""
+def start(bootstrap):
+    """npu_shim's start-up where its sitecustomize (``bootstrap``: its globals) did not decide it."""
     here = os.path.dirname(os.path.abspath(bootstrap["__file__"]))
-    if not served and not os.path.isdir(os.path.join(here, "npu_shim")):  # an installed shim, not ours to serve
+    checkout = os.path.isdir(os.path.join(here, "npu_shim"))
+    site_dir = here if checkout else os.path.dirname(os.path.dirname(here))
+    served = sys.version_info >= (3, 10) and (
+        checkout or site_dir in sys.path or os.path.realpath(site_dir) in map(os.path.realpath, sys.path)
+    )
+    if served:
+        if [name for name in bootstrap["SWITCHES"] if name in os.environ]:
+            __import__("npu_shim").activate("sitecustomize")  # reads the switches, reports a bad value
+        else:  # npu_shim finds it there (a later sitecustomize takes the bootstrap's place in sys.modules)
+            sys.meta_path.insert(0, bootstrap["VerlImportWatcher"]())
+    elif not checkout:  # an installed shim, not ours to serve
         _forget_stray_bytecode([_bytecode(globals()), _bytecode(bootstrap)], os.path.dirname(here))
     run_next_sitecustomize()

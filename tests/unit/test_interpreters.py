@@ -9,6 +9,7 @@ machines; without one a test fails under CI and is listed as not run elsewhere (
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -100,6 +101,35 @@ def test_the_checkout_route_works_in_every_supported_python(tmp_path, version):
     path, via = state(pyenv_python(version), ROOT, tmp_path)
     assert via == "sitecustomize"
     assert path.count(str(ROOT)) == 1
+
+
+MODULES = "import sys; print(repr(sorted(sys.modules)))"  # json would be one more module: repr imports none
+
+
+@pytest.mark.parametrize("bytecode", ["cached", "none"])
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_start_up_imports_no_module_an_empty_sitecustomize_does_not(tmp_path, version, bytecode):
+    """The shim's start-up only puts its finder in sys.meta_path: it imports nothing, with or without bytecode."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "sitecustomize.py").write_text("")
+    extra = {"PYTHONDONTWRITEBYTECODE": "1"} if bytecode == "none" else {}
+    python = str(pyenv_python(version))
+    loaded = []
+    for entry in (ROOT, empty):
+        if bytecode == "cached":  # a first start writes it
+            subprocess.run([python, "-c", "pass"], env=clean_env([entry]), cwd=tmp_path, check=True, timeout=60)
+        completed = subprocess.run(
+            [python, "-c", MODULES],
+            env=clean_env([entry], **extra),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        loaded.append(ast.literal_eval(completed.stdout))
+    assert loaded[0] == loaded[1]
 
 
 def test_another_environment_still_runs_its_own_later_sitecustomize(installed_shim, tmp_path):

@@ -38,4 +38,5 @@ def test_every_place_that_names_the_switches_names_the_same_ones():
     from npu_shim import _SWITCHES, switches
 
     bootstrap = (Path(switches.__file__).parent / "bootstrap" / "sitecustomize.py").read_text(encoding="utf-8")
-    assert set(re.findall(r'"(NPU_SHIM_[A-Z_]+)" in os\.environ', bootstrap)) == set(switches.SWITCHES) == _SWITCHES
+    (spelled,) = re.findall(r"^SWITCHES = \{([^}]*)\}$", bootstrap, re.MULTILINE)
+    assert set(re.findall(r'"(NPU_SHIM_[A-Z_]+)"', spelled)) == set(switches.SWITCHES) == _SWITCHES

@@ -36,6 +36,8 @@ import sys
 sys.fake_import_order = getattr(sys, "fake_import_order", []) + ["megatron_adaptor"]
 MEGATRON_FIRST = sorted(name for name in sys.modules if name.partition(".")[0] == "megatron")
 """
+# What of npu_shim a process loads where the watcher lets Megatron by: two modules of the standard library's imports.
+FIRST_IMPORT_ONLY = {"npu_shim", "npu_shim.first_import"}
 
 
 @pytest.fixture
@@ -121,16 +123,18 @@ def test_a_process_where_mindspeed_imports_megatron_adaptor_is_unchanged(fakes):
     with_shim, without = run("import mindspeed", fakes), run("import mindspeed", fakes, shim=False)
     assert with_shim["order"] == without["order"] == ["megatron_adaptor", "megatron"]
     assert with_shim["megatron_first"] == without["megatron_first"] == []
-    assert "npu_shim" not in with_shim["modules"]  # MA was there already: npu_shim not even imported
+    # MA was there already: the watcher's first_import looks and lets Megatron by, nothing else of npu_shim loaded
+    assert {name for name in with_shim["modules"] if name.startswith("npu_shim")} == FIRST_IMPORT_ONLY
 
 
 def test_without_megatron_adaptor_installed_a_process_imports_exactly_as_before(fakes):
     """Where MA is installed the shim imports it; where not, sys.modules and sys.meta_path are as without the shim
-    but for the shim's sitecustomize and its watcher (npu_shim itself is not imported)."""
+    but for the shim's sitecustomize, its watcher, and the package with the watcher's first_import (which the watcher
+    imports at Megatron's first import rather than compile in every interpreter: docs/costs.md)."""
     assert run("import megatron.core", fakes)["order"] == ["megatron_adaptor", "megatron"]
     with_shim = run("import megatron.core", fakes, adaptor=False)
     without = run("import megatron.core", fakes, shim=False, adaptor=False)
-    assert set(with_shim["modules"]) - set(without["modules"]) == {"sitecustomize"}
+    assert set(with_shim["modules"]) - set(without["modules"]) == {"sitecustomize", *FIRST_IMPORT_ONLY}
     assert set(without["modules"]) <= set(with_shim["modules"])
     assert with_shim["meta_path"] == ["VerlImportWatcher", *without["meta_path"]]
     assert with_shim["order"] == without["order"] == ["megatron"]

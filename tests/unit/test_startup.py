@@ -214,3 +214,12 @@ def test_ray_runtime_env_puts_the_bootstrap_dir_first_and_keeps_the_rest(tmp_pat
     assert plain == {"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT), "${PYTHONPATH}"])}}
     assert merged == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), "/n"])}}
     assert given == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": "/n"}}, "the caller's dict was changed"
+
+
+def test_a_bad_switch_value_is_reported_at_start_up_where_verl_is_never_imported(tmp_path):
+    """A switch set sends start-up to npu_shim.activate, which reads every switch: the user hears of a typo at once."""
+    completed = run_python("pass", clean_env([ROOT], NPU_SHIM_STRICT="banana"), cwd=tmp_path, check=False)
+    assert completed.returncode == 0
+    assert "NPU_SHIM_STRICT='banana' is not a boolean" in completed.stderr
+    # and an interpreter without the switch hears nothing
+    assert run_python("pass", clean_env([ROOT]), cwd=tmp_path, check=False).stderr == ""
