@@ -71,14 +71,15 @@ def test_a_multiprocessing_spawn_child_that_imports_megatron_gets_megatron_adapt
 
 
 def test_without_megatron_adaptor_installed_megatron_imports_exactly_as_before(tmp_path):
-    """npu_shim's only trace is its sitecustomize and its watcher; with MegatronAdaptor installed it imports it."""
+    """npu_shim's only trace is its sitecustomize, its watcher, and the package with the watcher's first_import (which
+    found no MegatronAdaptor); with MegatronAdaptor installed it imports it."""
     first = ["megatron.core"]
     with_adaptor = run_python_file(IMPORTS, environment(shim=True), *first, cwd=tmp_path).report
     assert with_adaptor["megatron_first"] == []
     with_shim = run_python_file(IMPORTS, environment(shim=True, adaptor=False), *first, cwd=tmp_path).report
     without = run_python_file(IMPORTS, environment(shim=False, adaptor=False), *first, cwd=tmp_path).report
     assert not with_shim["adaptor_loaded"] and with_shim["megatron_core"]
-    assert set(with_shim["modules"]) ^ set(without["modules"]) == {"sitecustomize"}
+    assert set(with_shim["modules"]) ^ set(without["modules"]) == {"sitecustomize", "npu_shim", "npu_shim.first_import"}
     assert with_shim["meta_path"] == ["VerlImportWatcher", *without["meta_path"]]
 
 
