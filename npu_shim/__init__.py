@@ -51,9 +51,10 @@ def activate(via: str = "import") -> bool:
         if "verl" in sys.modules:
             _watcher.find_spec("verl")
         if "megatron" in sys.modules and "megatron" in _watcher.waiting:  # too late to import MegatronAdaptor first
-            _watcher.waiting = tuple(name for name in _watcher.waiting if name != "megatron")
+            from npu_shim.first_import import stop_waiting
             from npu_shim.megatron_first import came_too_late
 
+            stop_waiting(_watcher, "megatron")
             came_too_late()
     return True
 

@@ -23,7 +23,7 @@ def first_import(watcher: "VerlImportWatcher", fullname: str) -> "ModuleSpec | N
     """
     top = fullname.partition(".")[0]
     # out first: MegatronAdaptor imports Megatron itself, the hook's import of wrapt may import anything
-    watcher.waiting = tuple(name for name in watcher.waiting if name != top)
+    stop_waiting(watcher, top)
     if top == VERL:
         from npu_shim import install_hook
 
@@ -33,6 +33,11 @@ def first_import(watcher: "VerlImportWatcher", fullname: str) -> "ModuleSpec | N
 
         return before_megatron(fullname)
     return None
+
+
+def stop_waiting(watcher: "VerlImportWatcher", top: str) -> None:  # noqa: F821
+    """``watcher`` no longer waits for ``top``: its first import came, or came before npu_shim was activated."""
+    watcher.waiting = tuple(name for name in watcher.waiting if name != top)
 
 
 def _found(name: str) -> bool:
