@@ -98,7 +98,7 @@ PROBE = (
     "import sys, json; s = sys.modules.get('npu_shim'); "
     f"print(json.dumps({{'heavy': sorted(m for m in {HEAVY!r} if m in sys.modules), 'modules': sorted(sys.modules), "
     "'npu_shim': s is not None, 'via': s.activated_via() if s else 'sitecustomize' "
-    "if [f for f in sys.meta_path if type(f).__name__ == 'VerlImportWatcher'] else None}))"
+    "if [f for f in sys.meta_path if hasattr(f, 'npu_shim_waiting')] else None}))"
 )
 
 IMPORT_ENGINE = "import verl.workers.engine"

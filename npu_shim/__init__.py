@@ -4,8 +4,8 @@
 ``PYTHONPATH=$(python -m npu_shim bootstrap-dir)`` activates it in every interpreter.
 """
 
-# Start-up is npu_shim/bootstrap/sitecustomize.py alone: it puts a VerlImportWatcher in
-# sys.meta_path, and this package is first imported when verl is (or by `import npu_shim`).
+# Start-up is npu_shim/bootstrap/sitecustomize.py alone: it puts itself in sys.meta_path as the watcher
+# (npu_shim/first_import.py), and this package is first imported when verl is (or by `import npu_shim`).
 # This module keeps the process's activation state: how the shim was activated, and its watcher.
 # No `from __future__ import annotations`: a process that imports this to read a constant pays for it.
 import os
@@ -14,7 +14,8 @@ import sys
 __version__ = "0.1.0"
 __all__ = ["__version__", "activate", "activated_via"]
 
-BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file: it started this process
+BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file's text: it is npu_shim's
+WAITING = "npu_shim_waiting"  # the watcher's global (npu_shim/first_import.py); our sitecustomize module has it
 VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
 # npu_shim.switches.SWITCHES:
 _SWITCHES = {"NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR"}
@@ -41,20 +42,17 @@ def activate(via: str = "import") -> bool:
     if _activated_via is None:
         _activated_via = via
         if _watcher is None:
-            from npu_shim.bootstrap.sitecustomize import (
-                VerlImportWatcher,
-            )  # defined once; as a module it starts nothing
+            import npu_shim.first_import as _watcher  # the module is the watcher
 
-            _watcher = VerlImportWatcher()
         if _watcher not in sys.meta_path:
             sys.meta_path.insert(0, _watcher)
         if "verl" in sys.modules:
             _watcher.find_spec("verl")
-        if "megatron" in sys.modules and "megatron" in _watcher.waiting:  # too late to import MegatronAdaptor first
+        if "megatron" in sys.modules and "megatron" in _watcher.npu_shim_waiting:  # too late for MegatronAdaptor
             from npu_shim.first_import import stop_waiting
             from npu_shim.megatron_first import came_too_late
 
-            stop_waiting(_watcher, "megatron")
+            stop_waiting(vars(_watcher), "megatron")
             came_too_late()
     return True
 
@@ -80,10 +78,10 @@ def install_hook() -> None:
 
 
 if _activated_via is None:
-    _started = next((finder for finder in sys.meta_path if type(finder).__name__ == "VerlImportWatcher"), None)
+    _started = next((finder for finder in sys.meta_path if hasattr(finder, WAITING)), None)
     if _started is not None:  # npu_shim's sitecustomize activated this process without importing npu_shim
         _activated_via, _watcher = "sitecustomize", _started
-    elif not getattr(sys.modules.get("sitecustomize"), BOOTSTRAP_MARKER, False):  # (which imports us to read switches)
+    elif not hasattr(sys.modules.get("sitecustomize"), WAITING):  # (whose start-up imports us to read switches)
         from npu_shim.import_route import on_import
 
         on_import()

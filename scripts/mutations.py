@@ -51,10 +51,10 @@ MUTATIONS = [
         "import json\nimport os\nimport sys\n",
     ),
     Mutation(
-        "start-up: the common case taken with one of npu_shim's switches set",
+        "start-up: the common case taken with NPU_SHIM_DISABLE set",
         "npu_shim/bootstrap/sitecustomize.py",
-        "        and SWITCHES.isdisjoint(os.environ)\n",
-        "        and SWITCHES.isdisjoint(())\n",
+        '        and "NPU_SHIM_DISABLE" not in os.environ\n',
+        '        and "NPU_SHIM_DISABLE" not in ()\n',
     ),
     Mutation(
         "start-up: the common case taken in a Python npu_shim does not serve",
@@ -65,8 +65,14 @@ MUTATIONS = [
     Mutation(
         "first_import: the name it came for left waiting (MegatronAdaptor's own import of Megatron comes back)",
         "npu_shim/first_import.py",
-        "    watcher.waiting = tuple(name for name in watcher.waiting if name != top)\n",
+        "    watcher[WAITING] = tuple(name for name in watcher[WAITING] if name != top)\n",
         "",
+    ),
+    Mutation(
+        "first_import: a bad switch value never reported where start-up no longer reads the switches",
+        "npu_shim/first_import.py",
+        "            read_all()  # reports each bad value, once\n",
+        "            pass\n",
     ),
     Mutation(
         "first_import: MegatronAdaptor imported again where it is already loaded",
@@ -77,7 +83,7 @@ MUTATIONS = [
     Mutation(
         "chain: a served interpreter with a hidden sitecustomize left without the watcher",
         "npu_shim/bootstrap/_npu_shim_chain.py",
-        '            sys.meta_path.insert(0, bootstrap["VerlImportWatcher"]())\n',
+        "            sys.meta_path.insert(0, bootstrap)\n",
         "            pass\n",
     ),
     Mutation(

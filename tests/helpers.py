@@ -20,7 +20,7 @@ PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 # without importing npu_shim, which start-up activates without importing.
 SHIM_VIA = (
     "(lambda s: s.activated_via() if s is not None else 'sitecustomize' "
-    "if [f for f in sys.meta_path if type(f).__name__ == 'VerlImportWatcher'] else None)(sys.modules.get('npu_shim'))"
+    "if [f for f in sys.meta_path if hasattr(f, 'npu_shim_waiting')] else None)(sys.modules.get('npu_shim'))"
 )
 
 

@@ -2,9 +2,10 @@
 bytecode it must not leave.
 
 npu_shim's sitecustomize decides the common case itself, with as little code as will do (an interpreter that
-cannot cache bytecode compiles it at each start): npu_shim serves the interpreter, none of its switches is set,
-no later sitecustomize. Every other case comes here, where :func:`start` decides as it does, but with realpaths
-(a venv's lib64 is its lib): an interpreter npu_shim does not serve, one with a switch set, one with a hidden
+cannot cache bytecode compiles it at each start): npu_shim serves the interpreter, NPU_SHIM_DISABLE is not set (the
+other switches are read where they act), no later sitecustomize. Every other case comes here, where :func:`start`
+decides as it does, but with realpaths (a venv's lib64 is its lib): an interpreter npu_shim does not serve, one
+with NPU_SHIM_DISABLE set (to anything: npu_shim.activate reads it and reports a bad value), one with a hidden
 sitecustomize.
 
 Python's ``site`` imports the first ``sitecustomize`` on ``sys.path`` and stops, so npu_shim's
@@ -17,7 +18,7 @@ bytecode of an installed shim's bootstrap, and ``pip uninstall npu-shim`` remove
 interpreter's: a directory left behind would make ``import npu_shim`` succeed as an empty
 namespace package. This removes such bytecode.
 
-npu_shim's sitecustomize imports this (a checkout links it beside its sitecustomize.py) and takes it out of
+npu_shim's sitecustomize imports this (a checkout links it beside its sitecustomize.py), which takes itself out of
 sys.modules again.
 """
 
@@ -25,6 +26,7 @@ import os
 import sys
 
 MARKER = "__npu_shim_bootstrap__"  # what npu_shim's own sitecustomize files hold
+DISABLE = "NPU_SHIM_DISABLE"  # the one switch start-up reads: the others are read where they act
 
 
 def _is_ours(path):
@@ -126,18 +128,21 @@ def _bytecode(module):
 
 
 def start(bootstrap):
-    """npu_shim's start-up where its sitecustomize (``bootstrap``: its globals) did not decide it."""
-    here = os.path.dirname(os.path.abspath(bootstrap["__file__"]))
+    """npu_shim's start-up where its sitecustomize (``bootstrap``: that module) did not decide it."""
+    here = os.path.dirname(os.path.abspath(bootstrap.__file__))
     checkout = os.path.isdir(os.path.join(here, "npu_shim"))
     site_dir = here if checkout else os.path.dirname(os.path.dirname(here))
     served = sys.version_info >= (3, 10) and (
         checkout or site_dir in sys.path or os.path.realpath(site_dir) in map(os.path.realpath, sys.path)
     )
     if served:
-        if [name for name in bootstrap["SWITCHES"] if name in os.environ]:
+        if DISABLE in os.environ:
             __import__("npu_shim").activate("sitecustomize")  # reads the switches, reports a bad value
-        else:  # npu_shim finds it there (a later sitecustomize takes the bootstrap's place in sys.modules)
-            sys.meta_path.insert(0, bootstrap["VerlImportWatcher"]())
+        else:  # the bootstrap module is the watcher (a later sitecustomize takes its place in sys.modules)
+            sys.meta_path.insert(0, bootstrap)
     elif not checkout:  # an installed shim, not ours to serve
-        _forget_stray_bytecode([_bytecode(globals()), _bytecode(bootstrap)], os.path.dirname(here))
+        _forget_stray_bytecode([_bytecode(globals()), _bytecode(vars(bootstrap))], os.path.dirname(here))
     run_next_sitecustomize()
+    # start-up's helper, not a module of the process; last, since Python 2 empties a module's globals when the
+    # module goes
+    sys.modules.pop(__name__, None)

@@ -18,6 +18,7 @@ import os
 import sys
 from typing import Any
 
+WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.WAITING, read without importing npu_shim
 ENV_VARIABLES = (
     "PYTHONPATH",
     "VERL_USE_EXTERNAL_MODULES",
@@ -43,7 +44,7 @@ def _shim_via() -> str | None:
     if shim is not None and hasattr(shim, "activated_via"):
         return shim.activated_via()
     # npu_shim's sitecustomize activates without importing npu_shim: its finder is the sign
-    return "sitecustomize" if any(type(f).__name__ == "VerlImportWatcher" for f in sys.meta_path) else None
+    return "sitecustomize" if any(hasattr(f, WATCHER_GLOBAL) for f in sys.meta_path) else None
 
 
 def _npu_shim_origin() -> str | None:
@@ -62,7 +63,7 @@ def start_state() -> dict[str, Any]:
         "pid": os.getpid(),
         "environment": {name: os.environ.get(name) for name in ENV_VARIABLES},
         "sitecustomize": getattr(sitecustomize, "__file__", None),
-        "sitecustomize_is_npu_shim": bool(getattr(sitecustomize, "__npu_shim_bootstrap__", False)),
+        "sitecustomize_is_npu_shim": hasattr(sitecustomize, WATCHER_GLOBAL),
         "activated_at_start": _shim_via(),
         "npu_shim_origin": _npu_shim_origin(),
     }

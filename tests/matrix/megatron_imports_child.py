@@ -22,7 +22,7 @@ report = {
     "megatron_core": "megatron.core" in sys.modules,
     "verl": any(name.partition(".")[0] == "verl" for name in names),
     "modules": sorted(names),
-    "meta_path": [type(finder).__name__ for finder in sys.meta_path],
+    "meta_path": [getattr(finder, "__name__", type(finder).__name__) for finder in sys.meta_path],
     "megatron_loader": type(sys.modules["megatron"].__spec__.loader).__name__ if "megatron" in sys.modules else None,
     "one_megatron": "megatron.core" not in sys.modules or sys.modules["megatron"].core is sys.modules["megatron.core"],
 }

@@ -32,11 +32,13 @@ def test_another_device_is_not(key):
 
 
 def test_every_place_that_names_the_switches_names_the_same_ones():
-    """The start-up file and npu_shim's __init__ spell the switch names out: neither may import npu_shim.switches."""
+    """npu_shim's __init__ spells the switch names out, the start-up files the one they read (NPU_SHIM_DISABLE):
+    none of them may import npu_shim.switches."""
     import re
 
     from npu_shim import _SWITCHES, switches
+    from npu_shim.bootstrap import _npu_shim_chain
 
     bootstrap = (Path(switches.__file__).parent / "bootstrap" / "sitecustomize.py").read_text(encoding="utf-8")
-    (spelled,) = re.findall(r"^SWITCHES = \{([^}]*)\}$", bootstrap, re.MULTILINE)
-    assert set(re.findall(r'"(NPU_SHIM_[A-Z_]+)"', spelled)) == set(switches.SWITCHES) == _SWITCHES
+    assert set(re.findall(r'"(NPU_SHIM_[A-Z_]+)"', bootstrap)) == {_npu_shim_chain.DISABLE} == {"NPU_SHIM_DISABLE"}
+    assert set(switches.SWITCHES) == _SWITCHES

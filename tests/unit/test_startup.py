@@ -33,7 +33,7 @@ def test_import_npu_shim_alone_loads_nothing_heavy(tmp_path):
 STATE = f"""
 import json, os, sys
 print(json.dumps([{SHIM_VIA}, os.environ.get("PYTHONPATH"),
-                  any(type(f).__name__ == "VerlImportWatcher" for f in sys.meta_path)]))
+                  any(hasattr(f, "npu_shim_waiting") for f in sys.meta_path)]))
 """
 
 
@@ -216,10 +216,22 @@ def test_ray_runtime_env_puts_the_bootstrap_dir_first_and_keeps_the_rest(tmp_pat
     assert given == {"pip": ["x"], "env_vars": {"A": "1", "PYTHONPATH": "/n"}}, "the caller's dict was changed"
 
 
-def test_a_bad_switch_value_is_reported_at_start_up_where_verl_is_never_imported(tmp_path):
-    """A switch set sends start-up to npu_shim.activate, which reads every switch: the user hears of a typo at once."""
-    completed = run_python("pass", clean_env([ROOT], NPU_SHIM_STRICT="banana"), cwd=tmp_path, check=False)
+def test_a_bad_switch_value_is_reported_at_verls_first_import_and_not_by_every_interpreter(tmp_path):
+    """Start-up reads NPU_SHIM_DISABLE alone (the others are read where they act): an interpreter that never
+    imports verl hears nothing of a typo in another switch, verl's first import reports it once."""
+    env = clean_env([ROOT], NPU_SHIM_STRICT="banana")
+    assert run_python("pass", env, cwd=tmp_path, check=False).stderr == ""
+    (tmp_path / "verl").mkdir()
+    (tmp_path / "verl" / "__init__.py").write_text("")
+    env = clean_env([ROOT, tmp_path], NPU_SHIM_STRICT="banana")
+    completed = run_python("import verl", env, cwd=tmp_path, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr.count("NPU_SHIM_STRICT='banana' is not a boolean") == 1, completed.stderr
+
+
+def test_a_bad_disable_value_is_reported_at_start_up(tmp_path):
+    """NPU_SHIM_DISABLE set (to anything) sends start-up to npu_shim.activate, which reads every switch."""
+    completed = run_python("pass", clean_env([ROOT], NPU_SHIM_DISABLE="banana"), cwd=tmp_path, check=False)
     assert completed.returncode == 0
-    assert "NPU_SHIM_STRICT='banana' is not a boolean" in completed.stderr
-    # and an interpreter without the switch hears nothing
+    assert "NPU_SHIM_DISABLE='banana' is not a boolean" in completed.stderr
     assert run_python("pass", clean_env([ROOT]), cwd=tmp_path, check=False).stderr == ""
