@@ -11,19 +11,17 @@
 import os
 import sys
 
+from npu_shim.names import WAITING
+
 __version__ = "0.1.0"
 __all__ = ["__version__", "activate", "activated_via"]
 
-BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file's text: it is npu_shim's
-WAITING = "npu_shim_waiting"  # the watcher's global (npu_shim/first_import.py); our sitecustomize module has it
-VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
 # npu_shim.switches.SWITCHES:
 _SWITCHES = {"NPU_SHIM_DISABLE", "NPU_SHIM_STRICT", "NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR"}
 
 # `importlib.reload(npu_shim)` re-runs this module in its namespace: keep what an earlier run set.
 _activated_via: str | None = globals().get("_activated_via")  # how the shim was activated, or None
 _watcher = globals().get("_watcher")  # our finder in sys.meta_path, once active
-hook_import_error = globals().get("hook_import_error")  # why npu_shim.hook did not import, for the doctor
 
 
 def activate(via: str = "import") -> bool:
@@ -62,21 +60,6 @@ def activated_via() -> str | None:
     return _activated_via
 
 
-def install_hook() -> None:
-    """Register the wrapt post-import hook on verl.workers.engine; a failure warns once (raises if strict)."""
-    global hook_import_error
-    try:
-        from npu_shim.hook import register
-    except Exception as error:  # a broken install (no wrapt): verl must still import, unpatched
-        hook_import_error = f"{type(error).__name__}: {error}"
-        from npu_shim.switches import hook_unavailable
-
-        if hook_unavailable(error):
-            raise
-        return
-    register()
-
-
 if _activated_via is None:
     _started = next((finder for finder in sys.meta_path if hasattr(finder, WAITING)), None)
     if _started is not None:  # npu_shim's sitecustomize activated this process without importing npu_shim
@@ -84,4 +67,4 @@ if _activated_via is None:
     elif not hasattr(sys.modules.get("sitecustomize"), WAITING):  # (whose start-up imports us to read switches)
         from npu_shim.import_route import on_import
 
-        on_import()
+        on_import(activate)

@@ -9,7 +9,6 @@ its :class:`~npu_shim.recognition.KnownFunction` declarations, empty for a fix t
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
 
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import (
@@ -23,7 +22,7 @@ from npu_shim.fixes import (
     value_engine,
     vlm_mask_on_npu,
 )
-from npu_shim.layout import ENGINE_PACKAGE
+from npu_shim.layout import ENGINE_PACKAGE, read_layout
 from npu_shim.recognition import KnownFunction
 from npu_shim.verdicts import Outcome
 
@@ -54,9 +53,19 @@ def watched_modules() -> list[str]:
     return list(dict.fromkeys(watches(fix) for fix in FIXES))
 
 
-def apply_watching(module_name: str, target: Any, changes: ChangeSet) -> list[Outcome]:
-    """Apply the fixes that watch ``module_name`` to ``target`` (that module, or a layout of the engine package)."""
-    return [fix.apply(target, changes) for fix in FIXES if watches(fix) == module_name]
+def apply_module(module: ModuleType, changes: ChangeSet) -> list[Outcome]:
+    """Apply the fixes that watch ``module``, just imported, each edit recorded in ``changes``.
+
+    The one application: the hook keeps the changes, the doctor reverts them at once. A fix that raises
+    leaves ``module`` as it was (the edits made so far reverted) and the error propagates.
+    """
+    name = module.__name__
+    target = read_layout(module) if name == ENGINE_PACKAGE else module  # the engine package's fixes read several
+    try:
+        return [fix.apply(target, changes) for fix in FIXES if watches(fix) == name]
+    except BaseException:
+        changes.revert()
+        raise
 
 
 def declared_functions() -> list[KnownFunction]:

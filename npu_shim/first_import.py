@@ -10,8 +10,8 @@ no class (a class costs a second code object to compile, docs/costs.md). Where `
 This module is imported at the first of those two imports, never at start-up. verl's registers npu_shim's hook
 (npu_shim/hook.py); Megatron's imports MegatronAdaptor before it where that is installed
 (npu_shim/megatron_first.py), and is otherwise let by. Standard library only until then: a process that imports
-Megatron without MegatronAdaptor installed loads this module and the package's ``__init__``, nothing else of
-npu_shim.
+Megatron without MegatronAdaptor installed loads this module, the package's ``__init__`` and
+``npu_shim.names``, nothing else of npu_shim.
 
 Start-up reads one switch, NPU_SHIM_DISABLE (a process where it is set goes to npu_shim.activate, which reads
 them all). The others are read where they act; verl's first import reads them all, so that a bad value is
@@ -21,7 +21,7 @@ reported there, once, and not by every interpreter that starts.
 import os
 import sys
 
-from npu_shim import WAITING  # the watcher's global: the top-level names it still waits for
+from npu_shim.names import WAITING  # the watcher's global: the top-level names it still waits for
 
 VERL = "verl"
 MEGATRON = "megatron"
@@ -30,6 +30,7 @@ SWITCH_PREFIX = "NPU_SHIM_"
 
 # This module as the watcher of a process npu_shim's sitecustomize did not start (npu_shim.activate):
 npu_shim_waiting = (VERL, MEGATRON)
+hook_import_error = None  # why npu_shim.hook did not import, for the doctor
 
 
 def find_spec(name: str, path: object = None, target: object = None) -> "ModuleSpec | None":  # noqa: F821
@@ -53,14 +54,27 @@ def first_import(watcher: dict[str, object], fullname: str) -> "ModuleSpec | Non
             from npu_shim.switches import read_all
 
             read_all()  # reports each bad value, once
-        from npu_shim import install_hook
-
         install_hook()
     elif top == MEGATRON and ADAPTOR not in sys.modules and _found(ADAPTOR):
         from npu_shim.megatron_first import before_megatron
 
         return before_megatron(fullname)
     return None
+
+
+def install_hook() -> None:
+    """Register the wrapt post-import hooks (npu_shim/hook.py); a failure warns once (raises if strict)."""
+    global hook_import_error
+    try:
+        from npu_shim.hook import register
+    except Exception as error:  # a broken install (no wrapt): verl must still import, unpatched
+        hook_import_error = f"{type(error).__name__}: {error}"
+        from npu_shim.switches import hook_unavailable
+
+        if hook_unavailable(error):
+            raise
+        return
+    register()
 
 
 def stop_waiting(watcher: dict[str, object], top: str) -> None:

@@ -5,7 +5,9 @@ wrapt calls :func:`on_module_imported` right after that module has executed (or 
 already has), in whatever order verl imports them. A hook that raises would fail verl's import
 and wrapt would forget it; so every failure is caught here, the partial edits of that module's
 fixes are reverted, one warning names the switch that turns the shim off, and the process goes
-on with that module as it shipped, unless ``NPU_SHIM_STRICT=1``.
+on with that module as it shipped, unless ``NPU_SHIM_STRICT=1``. The fixes run outside the hook's
+lock, which guards its bookkeeping alone: a fix that imports another watched module runs that
+module's fixes in its own thread, as wrapt calls hooks outside its own lock.
 """
 
 from __future__ import annotations
@@ -16,15 +18,14 @@ from types import ModuleType
 
 import wrapt
 
-from npu_shim.catalogue import apply_watching, fix_names, watched_modules
+from npu_shim.catalogue import apply_module, fix_names, watched_modules
 from npu_shim.changes import ChangeSet
-from npu_shim.layout import ENGINE_PACKAGE, read_layout
 from npu_shim.switches import switch, warn_once
 from npu_shim.verdicts import UNRECOGNISED, Outcome
 
 logger = logging.getLogger("npu_shim")
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # for the bookkeeping only, never held over a fix: a fix may import a watched module
 _registered = False
 outcomes: list[Outcome] = []  # the last one of each fix whose module was imported, in fix order (for the doctor)
 failure: BaseException | None = None
@@ -44,24 +45,25 @@ def register() -> None:
 def on_module_imported(module: ModuleType) -> None:
     global failure, failed_module
     name = module.__name__
-    with _lock:  # one application even when several threads race to import verl
-        changes = ChangeSet()
-        try:
-            results = apply_watching(name, read_layout(module) if name == ENGINE_PACKAGE else module, changes)
-        except Exception as error:
-            changes.revert()
+    # No lock over the fixes, and none needed for one application when threads race: wrapt calls a
+    # module's hooks once, and importlib keeps other threads importing that module waiting until then.
+    try:
+        results = apply_module(module, ChangeSet())
+    except Exception as error:  # apply_module reverted this module's edits
+        with _lock:
             failure, failed_module = error, name
-            if switch("NPU_SHIM_STRICT"):
-                raise
-            warn_once(
-                f"hook-failed-{name}",
-                "npu_shim failed while patching %s and left it unchanged (%s: %s). "
-                "Set NPU_SHIM_DISABLE=1 to turn the shim off, NPU_SHIM_STRICT=1 to raise instead.",
-                name,
-                type(error).__name__,
-                error,
-            )
-            return
+        if switch("NPU_SHIM_STRICT"):
+            raise
+        warn_once(
+            f"hook-failed-{name}",
+            "npu_shim failed while patching %s and left it unchanged (%s: %s). "
+            "Set NPU_SHIM_DISABLE=1 to turn the shim off, NPU_SHIM_STRICT=1 to raise instead.",
+            name,
+            type(error).__name__,
+            error,
+        )
+        return
+    with _lock:
         _record(results)
     for outcome in results:
         if outcome.verdict == UNRECOGNISED:  # verl needs the change, but its code is not what the fix knows

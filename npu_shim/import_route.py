@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
-import npu_shim
-from npu_shim import VERL_MODULES
+from npu_shim.names import PACKAGE, VERL_MODULES
 
 
 def names_npu_shim(modules: str | None) -> bool:
     """Whether a VERL_USE_EXTERNAL_MODULES value names this package as verl reads it: split on commas, not stripped."""
-    return npu_shim.__name__ in (modules or "").split(",")
+    return PACKAGE in (modules or "").split(",")
 
 
 def imported_by_verl() -> bool:
@@ -29,7 +29,7 @@ def imported_by_verl() -> bool:
 
 def imported_for_a_module_of_ours() -> bool:
     """Whether the import in progress is of one of our modules by its full name; the import system's frames tell."""
-    prefix = npu_shim.__name__ + "."
+    prefix = PACKAGE + "."
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "_find_and_load" and frame.f_code.co_filename.startswith("<frozen importlib"):
@@ -40,12 +40,13 @@ def imported_for_a_module_of_ours() -> bool:
     return False
 
 
-def on_import() -> None:
+def on_import(activate: Callable[[str], bool]) -> None:
+    """The package is being imported (``activate``: its own, passed in, so that this module never imports it)."""
     if imported_by_verl():
-        npu_shim.activate(VERL_MODULES)
+        activate(VERL_MODULES)
     elif imported_for_a_module_of_ours():
         pass  # `import npu_shim` (or `npu_shim.activate()`) is the route; a module of ours is not
-    elif npu_shim.activate("import"):
+    elif activate("import"):
         from npu_shim.propagation import propagate
 
         propagate()

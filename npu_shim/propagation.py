@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import os
 
-import npu_shim
-from npu_shim import VERL_MODULES
+from npu_shim.names import BOOTSTRAP_MARKER, PACKAGE, PACKAGE_DIR, VERL_MODULES
 from npu_shim.switches import switch
 
-BOOTSTRAP_DIR = os.path.join(os.path.dirname(npu_shim.__file__), "bootstrap")
+BOOTSTRAP_DIR = os.path.join(PACKAGE_DIR, "bootstrap")
 
 
 def is_npu_shim_bootstrap(path: str) -> bool:
     """Whether ``path`` is one of npu_shim's own sitecustomize files (a copy, or the checkout's link)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as file:
-            return npu_shim.BOOTSTRAP_MARKER in file.read(4096)
+            return BOOTSTRAP_MARKER in file.read(4096)
     except OSError:
         return False
 
@@ -33,7 +32,7 @@ def bootstrap_dir(package_dir: str | None = None) -> str:
     activates only where npu_shim is already on sys.path, and a checkout is not.
     ``package_dir``: that of another npu_shim than this one.
     """
-    package_dir = package_dir or os.path.dirname(os.path.abspath(npu_shim.__file__))
+    package_dir = package_dir or PACKAGE_DIR
     checkout = os.path.dirname(package_dir)
     candidate = os.path.join(checkout, "sitecustomize.py")
     if os.path.isfile(candidate) and is_npu_shim_bootstrap(candidate):
@@ -100,8 +99,8 @@ def verl_modules_runtime_env(runtime_env: dict | None = None) -> dict:
     env_vars = dict(merged.get("env_vars") or {})
     # verl imports each comma-separated name exactly as written: no blanks around a name, no empty names
     modules = [name.strip() for name in env_vars.get(VERL_MODULES, "").split(",") if name.strip()]
-    if npu_shim.__name__ not in modules:
-        modules.append(npu_shim.__name__)
+    if PACKAGE not in modules:
+        modules.append(PACKAGE)
     env_vars[VERL_MODULES] = ",".join(modules)
     merged["env_vars"] = env_vars
     return merged

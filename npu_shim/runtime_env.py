@@ -12,7 +12,7 @@ import re
 import shlex
 from typing import Any
 
-from npu_shim import VERL_MODULES
+from npu_shim.names import PACKAGE_DIR, VERL_MODULES
 from npu_shim.propagation import bootstrap_dir, ray_runtime_env, verl_modules_runtime_env
 
 VERL_ROUTE = VERL_MODULES
@@ -29,14 +29,8 @@ def default_route(package_dir: str | None = None) -> str:
 
     ``package_dir``: the npu_shim package the workers import, when it is not this one.
     """
-    installed = bootstrap_dir(package_dir) == os.path.join(package_dir or _this_package(), "bootstrap")
+    installed = bootstrap_dir(package_dir) == os.path.join(package_dir or PACKAGE_DIR, "bootstrap")
     return VERL_ROUTE if installed else PYTHONPATH_ROUTE
-
-
-def _this_package() -> str:
-    import npu_shim
-
-    return os.path.dirname(os.path.abspath(npu_shim.__file__))
 
 
 def runtime_env(route: str, package_dir: str | None = None) -> dict[str, Any]:

@@ -39,10 +39,16 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "hook: the fixes run under the hook's lock (a fix that imports a watched module waits for itself)",
+        "npu_shim/hook.py",
+        "        results = apply_module(module, ChangeSet())\n",
+        "        with _lock:\n            results = apply_module(module, ChangeSet())\n",
+    ),
+    Mutation(
         "start-up: the common case decided without looking for a sitecustomize it hides",
         "npu_shim/bootstrap/sitecustomize.py",
-        '            "sitecustomize", sys.path[sys.path.index(here) + 1 :]\n',
-        '            "no_such_module", sys.path[sys.path.index(here) + 1 :]\n',
+        '(entry + "/sitecustomize.py")',
+        '(entry + "/no_such_module.py")',
     ),
     Mutation(
         "start-up: a module imported that an empty sitecustomize does not import",
@@ -158,10 +164,10 @@ MUTATIONS = [
         "        for undo in self._undo:\n            undo()\n        self._undo.clear()\n",
     ),
     Mutation(
-        "hook: a failure leaves the partial edits in place",
-        "npu_shim/hook.py",
-        "        except Exception as error:\n            changes.revert()\n",
-        "        except Exception as error:\n",
+        "apply: a failure leaves the partial edits in place",
+        "npu_shim/catalogue.py",
+        "    except BaseException:\n        changes.revert()\n",
+        "    except BaseException:\n",
     ),
     Mutation(
         "mindspeed_line: fusion attention off for the key on every line (upstream's flaw)",
@@ -204,8 +210,8 @@ MUTATIONS = [
     Mutation(
         "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
         "npu_shim/doctor/verl_state.py",
-        '    if breaks_critic or not report["value_model_megatron_resolves"]:\n',
-        '    if breaks_critic or (report["layout"]["id"] is not None '
+        '    if breaks_critic or no_bridge or not report["value_model_megatron_resolves"]:\n',
+        '    if breaks_critic or no_bridge or (report["layout"]["id"] is not None '
         'and not report["value_model_megatron_resolves"]):\n',
     ),
     Mutation(

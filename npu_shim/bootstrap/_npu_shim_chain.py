@@ -3,10 +3,11 @@ bytecode it must not leave.
 
 npu_shim's sitecustomize decides the common case itself, with as little code as will do (an interpreter that
 cannot cache bytecode compiles it at each start): npu_shim serves the interpreter, NPU_SHIM_DISABLE is not set (the
-other switches are read where they act), no later sitecustomize. Every other case comes here, where :func:`start`
-decides as it does, but with realpaths (a venv's lib64 is its lib): an interpreter npu_shim does not serve, one
-with NPU_SHIM_DISABLE set (to anything: npu_shim.activate reads it and reports a bad value), one with a hidden
-sitecustomize.
+other switches are read where they act), no later ``sitecustomize.py`` (one stat per later entry: listing an entry
+no import has read yet, site-packages say, cost more than all the other checks). Every other case comes here,
+where :func:`start` decides as it does, but with realpaths (a venv's lib64 is its lib): an interpreter npu_shim
+does not serve, one with NPU_SHIM_DISABLE set (to anything: npu_shim.activate reads it and reports a bad value),
+one with a hidden sitecustomize.
 
 Python's ``site`` imports the first ``sitecustomize`` on ``sys.path`` and stops, so npu_shim's
 would hide one later on the path (a container's own, say OpenTelemetry's launcher, or an old

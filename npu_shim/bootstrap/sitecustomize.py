@@ -22,9 +22,7 @@ if __name__ == "sitecustomize":
         and (here[:-19] in sys.path or os.path.isdir(here + "/npu_shim"))
         and "NPU_SHIM_DISABLE" not in os.environ
         and here in sys.path
-        and not sys.modules["_frozen_importlib_external"].PathFinder.find_spec(
-            "sitecustomize", sys.path[sys.path.index(here) + 1 :]
-        )
+        and not any(os.path.exists(entry + "/sitecustomize.py") for entry in sys.path[sys.path.index(here) + 1 :])
     ):
         sys.meta_path.insert(0, sys.modules[__name__])
     else:

@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Any
 
-WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.WAITING, read without importing npu_shim
+WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.names.WAITING, read without importing npu_shim
 ENV_VARIABLES = (
     "PYTHONPATH",
     "VERL_USE_EXTERNAL_MODULES",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from npu_shim import VERL_MODULES as VERL_EXTERNAL
 from npu_shim.import_route import names_npu_shim
+from npu_shim.names import VERL_MODULES as VERL_EXTERNAL
 from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 
 PYTHONPATH = "PYTHONPATH"

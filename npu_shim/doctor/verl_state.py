@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 import npu_shim
-from npu_shim.catalogue import FIXES, apply_watching, critic_fails_without, fix_names, watched_modules, watches
+from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, fix_names, watched_modules, watches
 from npu_shim.changes import ChangeSet
 from npu_shim.doctor import bridge_state, mindspeed_state
 from npu_shim.doctor.routes import names_at_fault
@@ -80,7 +80,8 @@ def _shim_state() -> dict[str, Any]:
     elif hook is None:
         # what stopped it, found rather than guessed: no wrapt here, or the error the hook's import raised
         no_wrapt = "wrapt" not in sys.modules and not found("wrapt")
-        error = getattr(npu_shim, "hook_import_error", None)  # recorded by npu_shim.install_hook
+        # recorded by npu_shim.first_import.install_hook
+        error = getattr(sys.modules.get("npu_shim.first_import"), "hook_import_error", None)
         why = "wrapt is not installed here" if no_wrapt else error and f"npu_shim.hook failed to import: {error}"
         state["reason"] = f"the shim's import hook did not load{f' ({why})' if why else ''}; verl runs unpatched"
     elif failure is not None:
@@ -120,21 +121,21 @@ def _not_imported(module_name: str, import_errors: dict[str, str]) -> str:
     return f"{module_name} did not import ({import_errors.get(module_name, 'not imported')})"
 
 
-def _would(layout: VerlLayout, import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
+def _would(import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
     """What each fix would do to this verl: a dry run of the fixes themselves, reverted at once.
 
     Only this diagnostic process sees verl patched, and only for the duration of the call.
     """
     would: dict[str, tuple[str, str]] = {}
     for module_name in watched_modules():
-        target = layout if module_name == ENGINE_PACKAGE else sys.modules.get(module_name)
+        module = sys.modules.get(module_name)
         names = [fix.NAME for fix in FIXES if watches(fix) == module_name]
-        if target is None:
+        if module is None:
             would.update(dict.fromkeys(names, (NOT_APPLICABLE, _not_imported(module_name, import_errors))))
             continue
         changes = ChangeSet()
         try:
-            outcomes = apply_watching(module_name, target, changes)
+            outcomes = apply_module(module, changes)  # the hook's own application, undone at once
         except Exception as error:  # a verl the fixes cannot read: say so, do not crash the doctor
             why = f"the fixes failed on this verl ({_error(error)})"
             would.update(dict.fromkeys(names, (NOT_APPLICABLE, why)))
@@ -145,7 +146,7 @@ def _would(layout: VerlLayout, import_errors: dict[str, str]) -> dict[str, tuple
     return {name: would[name] for name in fix_names()}
 
 
-def _fixes(layout: VerlLayout, shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str, Any]]:
+def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str, Any]]:
     if shim["active"]:
         outcomes = {o.fix: o for o in sys.modules["npu_shim.hook"].outcomes}
         rows = []
@@ -157,7 +158,7 @@ def _fixes(layout: VerlLayout, shim: dict[str, Any], import_errors: dict[str, st
         return rows
     return [
         {"fix": name, "verdict": INACTIVE, "reason": f"{shim['reason']}; {reason}", "would": would}
-        for name, (would, reason) in _would(layout, import_errors).items()
+        for name, (would, reason) in _would(import_errors).items()
     ]
 
 
@@ -356,7 +357,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
         layout = read_layout(engine_package)
         layout_id = _layout_id(layout)
         report["layout"] = {"id": layout_id, "description": LAYOUTS[layout_id]}
-        report["fixes"] = _fixes(layout, report["shim"], import_errors)
+        report["fixes"] = _fixes(report["shim"], import_errors)
         report["unrecognised"] = _unrecognised(report["fixes"])
         report.update(mindspeed_state.mindspeed_state(layout))
         report["bridge"] = bridge_state.bridge_state()

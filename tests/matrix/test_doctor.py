@@ -250,6 +250,7 @@ def test_bootstrap_dir_prints_only_the_directory_and_imports_nothing_heavy() -> 
         "npu_shim",
         "npu_shim.__main__",
         "npu_shim.import_route",
+        "npu_shim.names",
         "npu_shim.propagation",
         "npu_shim.switches",
     }

@@ -85,7 +85,8 @@ def test_a_wrapt_it_cannot_import_is_reported_once_and_verl_imports(synthetic, r
 
 
 def test_disable_installs_nothing(synthetic, run_with):
-    code = "import json, sys, npu_shim\nprint(json.dumps([hasattr(f, npu_shim.WAITING) for f in sys.meta_path]))\n"
+    code = "import json, sys\nfrom npu_shim.names import WAITING\n"
+    code += "print(json.dumps([hasattr(f, WAITING) for f in sys.meta_path]))\n"
     run = run_with(code, synthetic("0.7.1"), env={"NPU_SHIM_DISABLE": "1"})
     finders = json.loads(run.stdout.strip().splitlines()[0])
     assert not any(finders), "npu_shim's watcher is in sys.meta_path"
@@ -164,6 +165,41 @@ def test_eight_threads_importing_verl_at_once_give_one_injection(synthetic, run_
     state = json.loads(run.stdout.strip().splitlines()[-2])
     assert state == {"errors": [], "slots": ["cuda", "npu"], "all": ["MindspeedEngineWithValueHead"]}
     assert run.report["outcomes"]["value_engine"][0] == "applied"
+
+
+FIX_THAT_IMPORTS = """
+import importlib, json, sys, types
+from npu_shim import catalogue, hook
+from npu_shim.verdicts import APPLIED, Outcome
+
+def fix(name, watches, imports=""):
+    def apply(module, changes):
+        if imports:  # the other module's hook runs inside this fix, in this thread
+            importlib.import_module(imports)
+        changes.setattr(module, "fixed_by", name)
+        return Outcome(name, APPLIED, "by " + name)
+    return types.SimpleNamespace(NAME=name, WATCHES=watches, KNOWN=(), apply=apply)
+
+catalogue.FIXES = (fix("first", "watched_first", imports="watched_second"), fix("second", "watched_second"))
+hook.register()
+import watched_first
+print(json.dumps({
+    "outcomes": [[o.fix, o.verdict] for o in hook.outcomes],
+    "fixed": [sys.modules[m].fixed_by for m in ("watched_first", "watched_second")],
+}))
+"""
+
+
+def test_a_fix_that_imports_a_watched_module_runs_that_modules_fixes_too(tmp_path):
+    # Under a lock held over the fixes, the second module's hook would wait for the first's forever.
+    for name in ("watched_first", "watched_second"):
+        (tmp_path / f"{name}.py").write_text("")
+    code = f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(tmp_path)!r}]\n" + FIX_THAT_IMPORTS
+    run = run_python(code, clean_env(), cwd=tmp_path, timeout=60)
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {
+        "outcomes": [["first", "applied"], ["second", "applied"]],
+        "fixed": ["first", "second"],
+    }
 
 
 def test_sixteen_interpreters_started_at_once_all_resolve_the_engine(synthetic, tmp_path):
