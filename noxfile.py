@@ -94,9 +94,14 @@ MEGATRON_DEPENDENT = (
     "tests/matrix/test_megatron_adaptor_first.py",  # on Megatron 0.18 beside MindSpeed core_r0.18.0, its MA line
 )
 # What a release whose engines another environment builds and trains must still show: the table's fingerprints (per
-# Python), the upstream fixes it lacks, and the doctor's verdicts. (The engines under each activation, test_matrix,
-# are 0.9.1's on Megatron 0.18; docs/costs.md.)
+# Python), the upstream fixes it lacks, the doctor's verdicts. (The engines under each activation, test_matrix, are
+# 0.9.1's on Megatron 0.18; docs/costs.md.)
 VERDICTS = tuple(f"tests/matrix/{name}.py" for name in ("test_recognition", "test_upstream_fixes", "test_doctor"))
+# verl's plugin route (a pip install into a directory, then verl in a fresh interpreter and a Ray worker, ~95 s): on
+# 0.9.1 it turns the shim on (0.9.0 loads the group with the same lines), on 0.7.1 it shows that a verl before 0.9.0
+# never reads it; the other full environments leave it out.
+PLUGIN_ROUTE = "tests/matrix/test_plugin_route.py"
+PLUGIN_ROUTE_INERT = "0.7.1"
 # The kit's own tests hardly depend on verl but do on Megatron (what the MindSpeed stand-in patches) and torch (what
 # compute mode builds on): once per Megatron, on torch 2.13 (Python 3.11) and 2.10 (3.12).
 KIT = ("tests/kit",)
@@ -150,6 +155,7 @@ ENVIRONMENTS: dict[str, Environment] = {
         paths=(
             *(path for path in MEGATRON_DEPENDENT if "context_parallel" not in path),
             "tests/matrix/test_doctor.py",
+            PLUGIN_ROUTE,
             *KIT,
         ),
         no_deps=("megatron-bridge==0.5.0",),
@@ -278,6 +284,7 @@ def matrix_paths(name: str) -> list[str]:
         return list(environment.paths)
     return [
         "tests/matrix",
+        *([] if name == PLUGIN_ROUTE_INERT else [f"--ignore={PLUGIN_ROUTE}"]),
         *(KIT if name in KIT_ENVS else ()),
         *(["tests/ray"] if name == DEMO_VERL else []),  # a local Ray cluster (~1 min): once
         *(["tests/e2e"] if name in E2E_VERL else []),
@@ -332,8 +339,9 @@ def real_mindspeed(session: nox.Session, line: str, verl: str) -> None:
     """Real MindSpeed's source (unmodified archives, ../shared/mindspeed or $NPU_SHIM_MINDSPEED_SOURCE) on the kit.
 
     Without the source: one line saying what did not run and how to give it, and the session is reported skipped
-    (nox's summary lists it so, never as successful). Not a failure: it judges the kit's stand-in, not the shim, and a
-    machine without ../shared should not lose the whole run's result for want of an archive."""
+    (nox's summary lists it so, never as successful): it judges the kit's stand-in, not the shim, and a developer's
+    machine without ../shared should not lose the whole run's result for want of an archive. Under CI (``CI`` set,
+    as CI sets it) the same line fails the session: CI never skips the layer in silence."""
     run_real_mindspeed(session, line, verl)
 
 
@@ -347,7 +355,10 @@ def real_mindspeed_by_hand(session: nox.Session, line: str, verl: str) -> None:
 def run_real_mindspeed(session: nox.Session, line: str, verl: str) -> None:
     pins = source_pins()
     if not pins.available(line):
-        session.skip(pins.missing_message(line, f"nox -s real_mindspeed (verl {verl})"))
+        message = pins.missing_message(line, f"nox -s real_mindspeed (verl {verl})")
+        if pins.required():
+            session.error(f"{message} (CI is set: CI never passes without this layer)")
+        session.skip(message)
     python = verl_env(session, verl)
     extras = mindspeed_extras(session, ENVIRONMENTS[verl], python)
     session.run(

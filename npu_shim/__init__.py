@@ -56,7 +56,8 @@ def activate(via: str = "import") -> bool:
 
 
 def activated_via() -> str | None:
-    """``"sitecustomize"``, ``"VERL_USE_EXTERNAL_MODULES"`` or ``"import"``: how the shim was activated; or None."""
+    """How the shim was activated, or None: ``"sitecustomize"``, ``"VERL_USE_EXTERNAL_MODULES"``, ``"verl.plugins"``
+    (verl >= 0.9.0 loaded the installed shim's entry point) or ``"import"``."""
     return _activated_via
 
 

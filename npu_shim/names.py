@@ -8,3 +8,5 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file's text: it is npu_shim's
 WAITING = "npu_shim_waiting"  # the watcher's global (npu_shim/first_import.py); our sitecustomize module has it
 VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
+VERL_PLUGINS = "verl.plugins"  # the entry-point group verl (>= 0.9.0) loads at `import verl`; ours is PACKAGE
+VERL_PLUGINS_POLICY = "VERL_USE_EXTERNAL_PLUGINS"  # verl's switch for that group: auto (default), none, or names

@@ -208,6 +208,30 @@ MUTATIONS = [
         "        return field\n",
     ),
     Mutation(
+        "plugin: the shim's distribution declares no verl.plugins entry point",
+        "pyproject.toml",
+        '[project.entry-points."verl.plugins"]\nnpu_shim = "npu_shim.verl_plugin"\n',
+        "",
+    ),
+    Mutation(
+        "plugin: the entry point's module activates nothing",
+        "npu_shim/verl_plugin.py",
+        "activate(VERL_PLUGINS)\n",
+        "VERL_PLUGINS  # noqa: B018\n",
+    ),
+    Mutation(
+        "plugin: the doctor reads VERL_USE_EXTERNAL_PLUGINS set but empty as auto (verl loads none)",
+        "npu_shim/doctor/routes.py",
+        'policy = ("auto" if policy is None else policy).strip().lower()',
+        'policy = (policy or "auto").strip().lower()',
+    ),
+    Mutation(
+        "plugin: the doctor ignores a VERL_USE_EXTERNAL_PLUGINS list that leaves the shim out",
+        "npu_shim/doctor/routes.py",
+        'return policy == "auto" or (policy != "none" and PACKAGE in {name.strip() for name in policy.split(",")})',
+        'return policy != "none"',
+    ),
+    Mutation(
         "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
         "npu_shim/doctor/verl_state.py",
         '    if breaks_critic or no_bridge or not report["value_model_megatron_resolves"]:\n',

@@ -87,6 +87,7 @@ LONGEST_FIRST = (
     "ray/test_verl_route.py",
     "kit/test_parallel_kit.py",
     "matrix/test_upstream_fixes.py",
+    "matrix/test_plugin_route.py",
     "matrix/test_context_parallel.py",
 )
 TESTS = Path(__file__).parent

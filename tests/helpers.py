@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,20 @@ SHIM_VIA = (
     "(lambda s: s.activated_via() if s is not None else 'sitecustomize' "
     "if [f for f in sys.meta_path if hasattr(f, 'npu_shim_waiting')] else None)(sys.modules.get('npu_shim'))"
 )
+
+
+def shim_source(directory: Path) -> Path:
+    """What building the shim's distribution reads, copied to ``directory``: what to pip-install from.
+
+    Never the checkout itself: pip builds in the source tree and setuptools leaves ``npu_shim.egg-info`` there, whose
+    entry points every process with the checkout on PYTHONPATH would then see (verl >= 0.9.0 would load the shim's
+    ``verl.plugins`` entry point in every test that puts the checkout on PYTHONPATH)."""
+    source = directory / "npu-shim-source"
+    source.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "npu_shim", source / "npu_shim", ignore=shutil.ignore_patterns("__pycache__"))
+    return source
 
 
 # How a test that needs something this machine lacks (another Python, a system python3) ends: never silently green.

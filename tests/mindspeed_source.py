@@ -84,6 +84,12 @@ def missing_message(line: str, what: str = "the real-MindSpeed layer") -> str:
     )
 
 
+def required() -> bool:
+    """Whether a missing source fails the layer instead of skipping it: under CI (``CI=true``, as ``.ci/run`` runs;
+    the rule of ``helpers.lacking``), which must never pass without the layer in silence."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
 def available(line: str) -> bool:
     pin, source = PINS[line], source_dir()
     return source.is_dir() and ((source / f"{pin.stem}.tar.gz").is_file() or _checkout(pin, source) is not None)

@@ -38,21 +38,25 @@ where verl looks up NPU engines).
 - ``error`` (str|None): why there is no full report; without npu_shim in the probed interpreter
   only ``probe``, ``device`` and the ``value_model_megatron_*`` keys are there
 - ``probe``: what start-up did in the probed interpreter: ``python``, ``python_version``, ``pid``,
-  ``environment`` (its ``PYTHONPATH``, ``VERL_USE_EXTERNAL_MODULES``, ``NPU_SHIM_DISABLE``,
-  ``NPU_SHIM_PROPAGATE``, ``NPU_SHIM_MEGATRON_ADAPTOR``, None when unset), ``sitecustomize`` (the file that
-  ran, or None),
+  ``environment`` (its ``PYTHONPATH``, ``VERL_USE_EXTERNAL_MODULES``, ``VERL_USE_EXTERNAL_PLUGINS``,
+  ``NPU_SHIM_DISABLE``, ``NPU_SHIM_PROPAGATE``, ``NPU_SHIM_MEGATRON_ADAPTOR``, None when unset), ``sitecustomize``
+  (the file that ran, or None),
   ``sitecustomize_is_npu_shim`` (bool), ``activated_at_start`` and ``activated_after_verl``
   (``npu_shim.activated_via()`` then, or None), ``npu_shim_origin`` (where its own sys.path finds
-  npu_shim, or None), ``verl_import_error`` (str|None), ``pythonpath_entries`` (list of
+  npu_shim, or None), ``verl_plugin`` (the value of the ``npu_shim`` entry point of ``verl.plugins`` it
+  sees, or None), ``verl_import_error`` (str|None), ``pythonpath_entries`` (list of
   ``{"entry", "sitecustomize", "npu_shim"}``), ``report_error`` (str|None)
 - ``routes``: ``{"PYTHONPATH": {"configured": entry|None, "works": bool, "shadowed_by": path|None,
   "reason": str}, "VERL_USE_EXTERNAL_MODULES": {"configured": bool, "works": bool, "reason": str},
-  "effective": "PYTHONPATH"|"VERL_USE_EXTERNAL_MODULES"|None}``; ``shadowed_by`` is the foreign
-  ``sitecustomize.py`` that ran instead of npu_shim's; a route that is not set up while the other
+  "verl.plugins": {"configured": bool, "works": bool, "reason": str},
+  "effective": "PYTHONPATH"|"VERL_USE_EXTERNAL_MODULES"|"verl.plugins"|None}``; ``shadowed_by`` is the foreign
+  ``sitecustomize.py`` that ran instead of npu_shim's; ``verl.plugins`` is configured where the probed
+  interpreter sees the installed shim's entry point in that group; a route that is not set up while another
   one works also has ``"needed": false``
 - ``verl``: ``{"importable": bool, "installed": bool, "version": str|None, "path": str|None, "error": str|None}``
-- ``shim``: ``{"active": bool, "activated_via": "sitecustomize"|"VERL_USE_EXTERNAL_MODULES"|"import"|None,
-  "disabled": bool, "hook_loaded": bool, "failure": str|None, "reason": str|None}``
+- ``shim``: ``{"active": bool,
+  "activated_via": "sitecustomize"|"VERL_USE_EXTERNAL_MODULES"|"verl.plugins"|"import"|None, "disabled": bool,
+  "hook_loaded": bool, "failure": str|None, "reason": str|None}``
 - ``layout``: ``{"id": str|None, "description": str|None}``; ids: ``"0.6/0.7"``,
   ``"pre-#6135 main"``, ``"release/v0.7.1"``, ``"0.8.0"``, ``"native"``, ``"no keyed registry"``,
   ``"no mindspeed engine"``, ``"unrecognised"``; it describes verl as shipped, before any patch of the shim

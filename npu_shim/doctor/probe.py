@@ -4,7 +4,8 @@ The doctor runs this file's source in a fresh interpreter (``python -c``) with
 the caller's environment as given, or as a Ray task in a worker of a running
 cluster: the processes where verl builds its engines. It must not change what it
 measures, so it reads the start-up state first, then imports verl as a worker
-would (which activates the shim if ``VERL_USE_EXTERNAL_MODULES`` names it), and
+would (which activates the shim if ``VERL_USE_EXTERNAL_MODULES`` names it, or from verl 0.9.0 when its
+``verl.plugins`` entry point is installed), and
 only then loads npu_shim's own report code, with the shim kept inactive if it
 was not already active. Standard library only until then: npu_shim may not be
 importable here at all.
@@ -22,6 +23,7 @@ WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.names.WAITING, read without impo
 ENV_VARIABLES = (
     "PYTHONPATH",
     "VERL_USE_EXTERNAL_MODULES",
+    "VERL_USE_EXTERNAL_PLUGINS",
     "NPU_SHIM_DISABLE",
     "NPU_SHIM_PROPAGATE",
     "NPU_SHIM_MEGATRON_ADAPTOR",
@@ -54,6 +56,17 @@ def _npu_shim_origin() -> str | None:
     return None if spec is None else spec.origin
 
 
+def _verl_plugin() -> str | None:
+    """The ``npu_shim`` entry point of the ``verl.plugins`` group this interpreter sees (``module``), or None."""
+    from importlib.metadata import entry_points
+
+    try:
+        found = [point for point in entry_points(group="verl.plugins") if point.name == "npu_shim"]
+    except Exception:  # a broken distribution's metadata elsewhere on sys.path: verl would stumble over it too
+        return None
+    return found[0].value if found else None
+
+
 def start_state() -> dict[str, Any]:
     """What start-up left: which sitecustomize ran, whether the shim is active, the environment."""
     sitecustomize = sys.modules.get("sitecustomize")
@@ -66,6 +79,7 @@ def start_state() -> dict[str, Any]:
         "sitecustomize_is_npu_shim": hasattr(sitecustomize, WATCHER_GLOBAL),
         "activated_at_start": _shim_via(),
         "npu_shim_origin": _npu_shim_origin(),
+        "verl_plugin": _verl_plugin(),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from npu_shim.doctor.routes import PYTHONPATH, VERL_EXTERNAL
+from npu_shim.doctor.routes import PYTHONPATH, VERL_EXTERNAL, VERL_PLUGINS
 
 # What an inactive shim would do to a fix, in words ("inactive (would apply)").
 WOULD = {
@@ -41,6 +41,7 @@ def _probe_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         routes = report["routes"]
         lines.append(("PYTHONPATH route", _route_text(routes[PYTHONPATH])))
         lines.append((f"{VERL_EXTERNAL} route", _route_text(routes[VERL_EXTERNAL])))
+        lines.append((f"{VERL_PLUGINS} route", _route_text(routes[VERL_PLUGINS])))
     if probe.get("report_error"):
         lines.append(("report", probe["report_error"]))
     return lines

@@ -7,7 +7,10 @@ Two routes reach the processes where verl builds its engines:
   at start-up, unless a foreign ``sitecustomize.py`` comes first (Python runs only
   the first one it finds) or the bootstrap belongs to another environment;
 - ``VERL_USE_EXTERNAL_MODULES=npu_shim``: ``import verl`` (0.6.0 and later) imports
-  the shim, in exactly the processes that import verl.
+  the shim, in exactly the processes that import verl;
+- ``verl.plugins``: ``import verl`` (0.9.0 and later) loads the installed shim's entry point
+  in that group, in exactly the processes that import verl, unless ``VERL_USE_EXTERNAL_PLUGINS``
+  is ``none`` or a list without ``npu_shim``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 from typing import Any
 
 from npu_shim.import_route import names_npu_shim
+from npu_shim.names import PACKAGE, VERL_PLUGINS, VERL_PLUGINS_POLICY
 from npu_shim.names import VERL_MODULES as VERL_EXTERNAL
 from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 
@@ -151,6 +155,41 @@ def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -
     return {"configured": configured, "works": works, "reason": reason}
 
 
+def plugins_allowed(policy: str | None) -> bool:
+    """Whether verl loads our ``verl.plugins`` entry point under ``VERL_USE_EXTERNAL_PLUGINS=policy``, as verl reads
+    it: unset or ``auto`` loads every one, ``none`` none, else the comma-separated names (lower-cased, stripped): set
+    but empty, none."""
+    policy = ("auto" if policy is None else policy).strip().lower()
+    return policy == "auto" or (policy != "none" and PACKAGE in {name.strip() for name in policy.split(",")})
+
+
+def _plugin_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
+    installed = probe.get("verl_plugin") is not None
+    policy = probe["environment"].get(VERL_PLUGINS_POLICY)
+    works = probe["activated_after_verl"] == VERL_PLUGINS and not probe["verl_import_error"]
+    if not installed:
+        reason = (
+            f"npu_shim's {VERL_PLUGINS} entry point is not installed for {probe['python']} "
+            "(pip install npu-shim there: verl 0.9.0 and later load it)"
+        )
+    elif works:
+        reason = f"import verl loaded npu_shim's {VERL_PLUGINS} entry point, which activated"
+    elif not plugins_allowed(policy):
+        reason = (
+            f"installed, but {VERL_PLUGINS_POLICY}={policy!r} keeps verl from loading it "
+            f"(unset it, or add {PACKAGE} to its list)"
+        )
+    elif disabled:
+        reason = "installed, but NPU_SHIM_DISABLE is set"
+    elif probe["activated_after_verl"] is not None:
+        reason = f"installed; not needed here: the shim was already active ({probe['activated_after_verl']})"
+    elif probe["verl_import_error"]:
+        reason = f"installed, but import verl failed: {probe['verl_import_error']}"
+    else:
+        reason = f"installed, but this verl did not load it (verl loads {VERL_PLUGINS} from 0.9.0 on)"
+    return {"configured": installed, "works": works, "reason": reason}
+
+
 def _without_hook(route: dict[str, Any], shim: dict[str, Any]) -> None:
     """A route that activated npu_shim whose import hook could not load gives no shim: one verdict, the shim's."""
     if route["works"] and shim.get("activated_via") and not shim.get("hook_loaded", True):
@@ -162,13 +201,17 @@ def judge(report: dict[str, Any]) -> dict[str, Any]:
     probe = report["probe"]
     shim = report.get("shim") or {}
     disabled = bool(shim.get("disabled"))
-    pythonpath = _pythonpath_route(probe, disabled)
-    verl = _verl_route(probe, report, disabled)
+    # in the order they act: start-up, then verl's modules, then its plugins
+    routes = {
+        PYTHONPATH: _pythonpath_route(probe, disabled),
+        VERL_EXTERNAL: _verl_route(probe, report, disabled),
+        VERL_PLUGINS: _plugin_route(probe, disabled),
+    }
     if (report.get("verl") or {}).get("importable"):  # the hook loads only when verl is imported
-        for route in (pythonpath, verl):
+        for route in routes.values():
             _without_hook(route, shim)
-    effective = PYTHONPATH if pythonpath["works"] else VERL_EXTERNAL if verl["works"] else None
-    for name, route in ((PYTHONPATH, pythonpath), (VERL_EXTERNAL, verl)):
+    effective = next((name for name, route in routes.items() if route["works"]), None)
+    for name, route in routes.items():
         if effective not in (None, name) and not route["configured"]:  # no hint to set up a second route
             route.update(needed=False, reason=f"not used (the shim comes by {effective})")
-    return {PYTHONPATH: pythonpath, VERL_EXTERNAL: verl, "effective": effective}
+    return {**routes, "effective": effective}

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, Run, clean_env, run_python
+from helpers import ROOT, Run, clean_env, run_python, shim_source
 from synthetic_verl import write_layout
 
 # Imported by the child before anything else when a test activates the shim by `import npu_shim`.
@@ -94,7 +94,7 @@ def installed_shim(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
         check=True,
     ).stdout.strip()
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", purelib, str(ROOT)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", purelib, str(shim_source(venv.parent))],
         check=True,
         capture_output=True,
         text=True,

@@ -237,6 +237,23 @@ if _modules:
         importlib.import_module(_module)
 """
 
+# From 0.9.0 verl then loads the entry points of the "verl.plugins" group, as VERL_USE_EXTERNAL_PLUGINS allows:
+# "auto" (its default) all of them, "none" none, else the comma-separated names; a plugin that fails is logged at
+# debug level and skipped.
+VERL_PLUGINS = """
+import logging
+from importlib.metadata import entry_points
+
+_policy = os.getenv("VERL_USE_EXTERNAL_PLUGINS", "auto").strip().lower()
+_wanted = None if _policy == "auto" else set() if _policy == "none" else {n.strip() for n in _policy.split(",")}
+for _point in entry_points(group="verl.plugins"):
+    if _wanted is None or _point.name in _wanted:
+        try:
+            _point.load()
+        except Exception as _error:
+            logging.getLogger(__name__).debug("plugin %s failed: %s", _point.name, _error)
+"""
+
 SYNTHETIC_MEGATRON = {
     "megatron/__init__.py": '"""SYNTHETIC megatron for npu_shim unit tests (the matrix tests use megatron-core)."""\n',
     "megatron/core/__init__.py": "",
@@ -303,7 +320,7 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; one of {LAYOUTS}")
     # From 0.6.0 verl imports the modules named in VERL_USE_EXTERNAL_MODULES at `import verl`.
-    external_modules = "" if layout == "0.5" else VERL_EXTERNAL_MODULES
+    external_modules = "" if layout == "0.5" else VERL_EXTERNAL_MODULES + (VERL_PLUGINS if layout == "0.9" else "")
     files: dict[str, str] = {
         "verl/__init__.py": (
             f'"""SYNTHETIC verl ({layout})."""\n__version__ = "{VERSIONS.get(layout, layout)}"\nevents = []\n'

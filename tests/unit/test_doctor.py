@@ -242,3 +242,46 @@ def test_a_hook_that_failed_is_named_in_the_reason(site, synthetic, tmp_path):
         "the shim failed while patching verl.workers.engine and left it as it shipped "
         "(RuntimeError: injected fault in value_engine)"
     )
+
+
+def test_verls_plugin_route_activates_an_installed_shim_with_no_variable_set(site, synthetic, tmp_path):
+    """From 0.9.0 `import verl` loads the installed shim's verl.plugins entry point (the synthetic 0.9 does too)."""
+    report, status = run_doctor([site, synthetic("0.9")], tmp_path)
+    assert (status, report["status"]) == (0, "ok")
+    assert report["probe"]["verl_plugin"] == "npu_shim.verl_plugin"
+    assert (report["probe"]["activated_at_start"], report["shim"]["activated_via"]) == (None, "verl.plugins")
+    assert report["routes"]["effective"] == "verl.plugins"
+    assert report["routes"]["verl.plugins"]["works"] is True
+    for other in ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES"):
+        assert report["routes"][other]["needed"] is False, other
+    assert {fix["verdict"] for fix in report["fixes"]} <= {"applied", "native", "not applicable"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "loads"), [("none", False), ("other_plugin", False), ("", False), ("other, NPU_SHIM", True)]
+)
+def test_verls_plugin_policy_is_respected_and_named(site, synthetic, tmp_path, policy, loads):
+    report, _ = run_doctor([site, synthetic("0.9")], tmp_path, VERL_USE_EXTERNAL_PLUGINS=policy)
+    route = report["routes"]["verl.plugins"]
+    assert report["probe"]["environment"]["VERL_USE_EXTERNAL_PLUGINS"] == policy
+    assert (route["configured"], route["works"], report["shim"]["active"]) == (True, loads, loads)
+    if not loads:
+        assert f"VERL_USE_EXTERNAL_PLUGINS={policy!r} keeps verl from loading it" in route["reason"]
+        assert report["routes"]["effective"] is None
+
+
+def test_the_plugin_route_on_a_verl_that_loads_no_plugins_says_so(site, synthetic, tmp_path):
+    report, _ = run_doctor([site, synthetic("0.7.1")], tmp_path)
+    route = report["routes"]["verl.plugins"]
+    assert (route["configured"], route["works"]) == (True, False)
+    assert route["reason"] == "installed, but this verl did not load it (verl loads verl.plugins from 0.9.0 on)"
+
+
+def test_a_checkout_on_pythonpath_declares_no_plugin(synthetic, tmp_path):
+    """Only an installed shim has the entry point: a build that left npu_shim.egg-info in the checkout would give it
+    to every process with the checkout on PYTHONPATH (tests/helpers.shim_source builds from a copy)."""
+    report, _ = run_doctor([ROOT, synthetic("0.9")], tmp_path)
+    assert report["probe"]["verl_plugin"] is None, "an npu_shim.egg-info in the checkout? remove it"
+    assert report["shim"]["activated_via"] == "sitecustomize"
+    assert report["routes"]["verl.plugins"]["configured"] is False
+    assert report["routes"]["verl.plugins"]["needed"] is False

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SHIM_VIA, clean_env, lacking, pyenv_python
+from helpers import ROOT, SHIM_VIA, clean_env, lacking, pyenv_python, shim_source
 
 OLD = ["2.7.18", "3.6.15", "3.7.16", "3.8.18", "3.9.18"]  # older than npu_shim's minimum, 3.10
 SUPPORTED = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"]
@@ -263,7 +263,10 @@ def install(tmp_path: Path, *options: str) -> tuple[list[str], Path, Path]:
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(python)]
     subprocess.run(
-        [*pip, "install", "-q", "--no-deps", *options, str(ROOT)], check=True, capture_output=True, timeout=300
+        [*pip, "install", "-q", "--no-deps", *options, str(shim_source(tmp_path))],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     site = Path(run_in(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
     assert (site / "npu_shim").is_dir()
@@ -333,7 +336,7 @@ def test_an_offline_install_builds_with_the_environments_own_setuptools(tmp_path
     target = tmp_path / "target"
     offline = ["--no-index", "--no-build-isolation", "--no-deps"]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", *offline, "--target", str(target), str(ROOT)],
+        [sys.executable, "-m", "pip", "install", "-q", *offline, "--target", str(target), str(shim_source(tmp_path))],
         check=True,
         capture_output=True,
         timeout=300,

@@ -110,3 +110,15 @@ def test_a_git_checkout_is_taken_only_at_the_pinned_commit(tmp_path, monkeypatch
     monkeypatch.setitem(mindspeed_source.PINS, LINE, mindspeed_source.Pin(LINE, head[:12], PIN.stem))
     assert mindspeed_source.prepare(LINE) == checkout
     assert not cache.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "required"),
+    [(None, False), ("", False), ("0", False), ("false", False), ("true", True), ("True", True), ("1", True)],
+)
+def test_under_ci_a_missing_source_is_required_not_skipped(monkeypatch, value, required):
+    if value is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", value)
+    assert mindspeed_source.required() is required
