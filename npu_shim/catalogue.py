@@ -1,9 +1,8 @@
 """The fixes, in the order the hook applies them, and what the hook and the doctor ask of them.
 
-Each fix module (:mod:`npu_shim.fixes`) has ``NAME``, ``KNOWN`` (the verl functions it recognises:
-its :class:`~npu_shim.recognition.KnownFunction` declarations, empty for a fix that recognises none),
-``apply(target, changes)`` and, where it changes another verl module than ``verl.workers.engine``,
-``WATCHES``. A new fix is a module and one line of :data:`FIXES`.
+Each fix module (:mod:`npu_shim.fixes`) declares ``FIX``, a :class:`~npu_shim.patching.Fix` record: its
+name, the module it watches, its judgement, its edits, the verl functions it recognises (``known``). A new
+fix is a module and one line of :data:`FIXES`.
 """
 
 from __future__ import annotations
@@ -22,35 +21,35 @@ from npu_shim.fixes import (
     value_engine,
     vlm_mask_on_npu,
 )
-from npu_shim.layout import ENGINE_PACKAGE, read_layout
+from npu_shim.patching import Fix
 from npu_shim.recognition import KnownFunction
 from npu_shim.verdicts import Outcome
 
-FIXES: tuple[ModuleType, ...] = (
-    shared_repatch,  # verl #6135: the repatch function both engines share
-    value_engine,  # verl #6135: the MindSpeed value-head engine
-    lm_engine_repatch,  # verl #5697/#6135: LM engine repatches before the device mesh
-    megatron_critic,  # verl #5870: 0.7.1's critic forward passes a keyword its forward does not take
-    mindspeed_line_repatch,  # verl #6674 on 0.8.0, and per MindSpeed line on 0.8.0 to 0.9.1 (no upstream fix yet)
-    npu_causal_mask,  # verl #7055: 0.8.0's NPU causal mask without a float32 S x S
-    vlm_mask_on_npu,  # verl #7372: 0.8.0's and 0.9.0's VLM mask, not None on an NPU
-    megatron_checkpoint_save,  # verl #6322, for any torch >= 2.8: megatron-core 0.12.1's checkpoint save
-    moe_layer_offset,  # verl #5580: 0.7.1's router-replay helper asks megatron-core 0.12.1 for keywords it lacks
+FIXES: tuple[Fix, ...] = (
+    shared_repatch.FIX,  # verl #6135: the repatch function both engines share
+    value_engine.FIX,  # verl #6135: the MindSpeed value-head engine
+    lm_engine_repatch.FIX,  # verl #5697/#6135: LM engine repatches before the device mesh
+    megatron_critic.FIX,  # verl #5870: 0.7.1's critic forward passes a keyword its forward does not take
+    mindspeed_line_repatch.FIX,  # verl #6674 on 0.8.0, and per MindSpeed line on 0.8.0 to 0.9.1 (no upstream fix yet)
+    npu_causal_mask.FIX,  # verl #7055: 0.8.0's NPU causal mask without a float32 S x S
+    vlm_mask_on_npu.FIX,  # verl #7372: 0.8.0's and 0.9.0's VLM mask, not None on an NPU
+    megatron_checkpoint_save.FIX,  # verl #6322, for any torch >= 2.8: megatron-core 0.12.1's checkpoint save
+    moe_layer_offset.FIX,  # verl #5580: 0.7.1's router-replay helper asks megatron-core 0.12.1 for keywords it lacks
 )
 
 
 def fix_names() -> list[str]:
-    return [fix.NAME for fix in FIXES]
+    return [fix.name for fix in FIXES]
 
 
-def watches(fix: ModuleType) -> str:
+def watches(fix: Fix) -> str:
     """The verl module ``fix`` changes, after whose import the hook applies it."""
-    return getattr(fix, "WATCHES", ENGINE_PACKAGE)
+    return fix.watches
 
 
 def watched_modules() -> list[str]:
     """Every module some fix watches, once each, in the order of the fixes."""
-    return list(dict.fromkeys(watches(fix) for fix in FIXES))
+    return list(dict.fromkeys(fix.watches for fix in FIXES))
 
 
 def apply_module(module: ModuleType, changes: ChangeSet) -> list[Outcome]:
@@ -59,10 +58,8 @@ def apply_module(module: ModuleType, changes: ChangeSet) -> list[Outcome]:
     The one application: the hook keeps the changes, the doctor reverts them at once. A fix that raises
     leaves ``module`` as it was (the edits made so far reverted) and the error propagates.
     """
-    name = module.__name__
-    target = read_layout(module) if name == ENGINE_PACKAGE else module  # the engine package's fixes read several
     try:
-        return [fix.apply(target, changes) for fix in FIXES if watches(fix) == name]
+        return [fix.apply(module, changes) for fix in FIXES if fix.watches == module.__name__]
     except BaseException:
         changes.revert()
         raise
@@ -70,7 +67,7 @@ def apply_module(module: ModuleType, changes: ChangeSet) -> list[Outcome]:
 
 def declared_functions() -> list[KnownFunction]:
     """Every verl function a fix recognises, in the order of the fixes."""
-    return [known for fix in FIXES for known in fix.KNOWN]
+    return [known for fix in FIXES for known in fix.known]
 
 
 def critic_fails_without(fix_name: str) -> bool:

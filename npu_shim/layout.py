@@ -45,10 +45,13 @@ class VerlLayout:
     def verl_version(self) -> str:
         return installed_verl_version()
 
+    def slots(self, model_type: str, backend: str) -> dict[Any, Any]:
+        """verl's registry's own dict of ``device: class`` for the pair (empty, and not verl's, where it has none)."""
+        return getattr(self.registry, "_engines", {}).get(model_type, {}).get(backend, {})
+
     def registered(self, model_type: str, backend: str, device: str) -> Any:
         """The class registered for the key, or None. 0.9 keys may be ``(device, vendor)`` tuples."""
-        slots = getattr(self.registry, "_engines", {}).get(model_type, {}).get(backend, {})
-        for key, engine_class in slots.items():
+        for key, engine_class in self.slots(model_type, backend).items():
             if key == device or (isinstance(key, tuple) and key[:1] == (device,)):
                 return engine_class
         return None

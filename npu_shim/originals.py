@@ -16,18 +16,21 @@ from npu_shim.changes import ChangeSet
 from npu_shim.verdicts import is_ours
 
 _originals: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_UNKEPT = object()
 
 
 def keep(owner: Any, attribute: str, changes: ChangeSet) -> None:
-    """Record ``owner``'s own ``attribute`` before a fix replaces or removes it; forgotten when ``changes`` revert."""
+    """Record ``owner``'s own ``attribute`` (or that it has none) before a fix binds, replaces or removes it;
+    forgotten when ``changes`` revert. Only :mod:`npu_shim.patching` writes here."""
     kept = _originals.setdefault(owner, {})
-    earlier = kept.get(attribute)
-    kept[attribute] = vars(owner)[attribute]
-    changes.on_revert(lambda: kept.__setitem__(attribute, earlier) if earlier else kept.pop(attribute, None))
+    earlier = kept.get(attribute, _UNKEPT)
+    kept[attribute] = vars(owner).get(attribute)  # None: verl had none
+    changes.on_revert(lambda: kept.pop(attribute, None) if earlier is _UNKEPT else kept.__setitem__(attribute, earlier))
 
 
 def was_replaced(owner: Any, attribute: str) -> bool:
-    """Whether a fix replaced (or removed) ``owner``'s ``attribute`` and verl has not bound its own there since."""
+    """Whether a fix bound, replaced or removed ``owner``'s ``attribute`` and verl has not bound its own there since:
+    the one test of "already applied"."""
     if owner is None or attribute not in _originals.get(owner, {}):
         return False
     current = vars(owner).get(attribute)

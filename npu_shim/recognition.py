@@ -18,8 +18,8 @@ off its owner (a module or a class) and returns a :class:`Judgement`:
 - otherwise: not applicable.
 
 A fix that replaces one function declares a :class:`Rebinding` (a KnownFunction with its
-replacement and the words its outcome says), and :meth:`Rebinding.apply` is the whole fix: judge,
-rebind where missing, report. ``known_code.json`` is generated from the released wheels by
+replacement and the words its outcome says), and :func:`npu_shim.patching.rebinding` makes it the fix:
+judge, rebind where missing, report. ``known_code.json`` is generated from the released wheels by
 ``scripts/fingerprints.py``.
 """
 
@@ -34,7 +34,6 @@ from functools import cache
 from typing import Any
 
 from npu_shim import originals
-from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import function_fingerprint
 from npu_shim.layout import installed_verl_version
 from npu_shim.verdicts import (
@@ -46,7 +45,6 @@ from npu_shim.verdicts import (
     UNRECOGNISED,
     Outcome,
     is_ours,
-    mark_as_ours,
 )
 
 DATA_FILE = "known_code.json"
@@ -147,6 +145,9 @@ class KnownFunction:
             return Judgement(self.fix, NOT_APPLICABLE, f"verl has no {self.module}.{self.qualname}")
         where = f"{owner.__name__}.{self.attribute}"
         if originals.was_replaced(owner, self.attribute):
+            if originals.get_original(owner, self.attribute) is None and vars(owner).get(self.attribute) is not None:
+                why = f"{where} is npu_shim's own: this verl has none of its own"  # bound by a fix (shared_repatch)
+                return Judgement(self.fix, NOT_APPLICABLE, why)
             return Judgement(self.fix, ALREADY_APPLIED, f"{where} was replaced earlier in this process")
         evidence = self.has_change(owner) if self.has_change else ""
         if evidence:
@@ -192,31 +193,13 @@ class KnownFunction:
 
 @dataclass(frozen=True, kw_only=True)
 class Rebinding(KnownFunction):
-    """A fix that replaces one verl function where its code is a release's without the change."""
+    """A verl function that a fix replaces where its code is a release's without the change
+    (:func:`npu_shim.patching.rebinding` makes the fix)."""
 
     replacement: Callable[..., Any]
     applied: str  # what the outcome adds once applied: "now builds the mask as bool"
     bound_in: tuple[str, ...] = ()  # the modules whose name for it is rebound, the judged one first (default: its own)
 
-    def __post_init__(self) -> None:
-        mark_as_ours(self.replacement)  # so that the judgement, later activations and the doctor tell it from verl's
-
-    def apply(self, target: object, changes: ChangeSet) -> Outcome:
-        """The whole fix: judge verl's function, rebind it where the change is missing, say what happened.
-
-        ``target`` is what the hook passes every fix; the function is read from ``sys.modules``, where the
-        hook runs after its module was imported.
-        """
-        owners = [self.owner(module) for module in self.bound_in or (self.module,)]
-        judged = self.judge(owners[0])
-        if judged.missing:
-            self.rebind(owners[0], changes)
-            for owner in owners[1:]:  # the same function, bound by another name: where it is verl's too
-                if self.judge(owner).missing:
-                    self.rebind(owner, changes)
-        return judged.outcome(self.applied)
-
-    def rebind(self, owner: Any, changes: ChangeSet) -> None:
-        """Bind the replacement under the attribute, keeping verl's own in :mod:`npu_shim.originals`."""
-        originals.keep(owner, self.attribute, changes)
-        changes.setattr(owner, self.attribute, self.replacement)
+    @property
+    def rebound_in(self) -> tuple[str, ...]:
+        return self.bound_in or (self.module,)

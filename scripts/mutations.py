@@ -110,9 +110,9 @@ MUTATIONS = [
         "    if engine_config.context_parallel_size >= 1:\n",
     ),
     Mutation(
-        "recognition: a rebinding keeps verl's function but does not bind the replacement",
-        "npu_shim/recognition.py",
-        "        changes.setattr(owner, self.attribute, self.replacement)\n",
+        "patching: a patch keeps verl's function but does not bind the replacement",
+        "npu_shim/patching.py",
+        "        changes.setattr(self.owner, self.attribute, self.value)\n",
         "",
     ),
     Mutation(
@@ -136,14 +136,15 @@ MUTATIONS = [
     Mutation(
         "lm_engine_repatch: keep verl's __init__ (two repatches, one after the mesh)",
         "npu_shim/fixes/lm_engine_repatch.py",
-        '    changes.delattr(engine_class, "__init__")\n',
+        '        Remove(engine_class, "__init__"),\n',
         "",
     ),
     Mutation(
         "value_engine: no export from verl.workers.engine",
         "npu_shim/fixes/value_engine.py",
-        "    for package in (layout.engine_package, layout.mindspeed_package):\n",
-        "    for package in (layout.mindspeed_package,):\n",
+        "        *(Export(package, CLASS_NAME, engine_class) for package in "
+        "(engine_package, layout.mindspeed_package)),\n",
+        "        *(Export(package, CLASS_NAME, engine_class) for package in (layout.mindspeed_package,)),\n",
     ),
     Mutation(
         "value_engine: the class repatches after the device mesh",
@@ -206,6 +207,37 @@ MUTATIONS = [
         "npu_shim/fingerprint.py",
         "        return [part for part in field if not _empty_string(part)]\n",
         "        return field\n",
+    ),
+    Mutation(
+        "patching: a patch leaves npu_shim's value unmarked (a second activation cannot tell it from verl's)",
+        "npu_shim/patching.py",
+        "        mark_as_ours(self.value)\n",
+        "",
+    ),
+    Mutation(
+        "patching: a fix writes its edits whatever its judgement",
+        "npu_shim/patching.py",
+        "        if judged.missing:\n            for edit in self.edits(module):\n",
+        "        if True:\n            for edit in self.edits(module):\n",
+    ),
+    Mutation(
+        "patching: a reverted registration stays in verl's registry",
+        "npu_shim/patching.py",
+        "        changes.on_revert(lambda: slots.pop(device, None))\n",
+        "",
+    ),
+    Mutation(
+        "shared_repatch: its own earlier binding judged verl's (native) on a second activation",
+        "npu_shim/fixes/shared_repatch.py",
+        "    if originals.was_replaced(module, UPSTREAM_NAME):\n",
+        "    if False:\n",
+    ),
+    Mutation(
+        "recognition: a name a fix bound where verl had none judged already applied (not npu_shim's own)",
+        "npu_shim/recognition.py",
+        "            if originals.get_original(owner, self.attribute) is None and vars(owner).get(self.attribute) "
+        "is not None:\n",
+        "            if False:\n",
     ),
     Mutation(
         "plugin: the shim's distribution declares no verl.plugins entry point",
@@ -325,8 +357,8 @@ MUTATIONS = [
     Mutation(
         "doctor: a watched module that did not import named as the engine package",
         "npu_shim/doctor/verl_state.py",
-        "                outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))\n",
-        "                outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(ENGINE_PACKAGE, import_errors))\n",
+        "                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))\n",
+        "                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(ENGINE_PACKAGE, import_errors))\n",
     ),
     Mutation(
         "kit: dropout's draws never move the device's generator on",
@@ -433,15 +465,15 @@ MUTATIONS = [
     ),
     Mutation(
         "recognition: a rebinding leaves the name where the function is defined as verl's (vlm_mask_on_npu's util)",
-        "npu_shim/recognition.py",
-        "            for owner in owners[1:]:  # the same function, bound by another name: where it is verl's too\n",
-        "            for owner in ():\n",
+        "npu_shim/patching.py",
+        "        owners = [first, *(owner for owner in others if declared.judge(owner).missing)]\n",
+        "        owners = [first]\n",
     ),
     Mutation(
         "originals: reverting a module's fixes keeps verl's function as replaced (judged already applied)",
         "npu_shim/originals.py",
-        "    changes.on_revert(lambda: kept.__setitem__(attribute, earlier) "
-        "if earlier else kept.pop(attribute, None))\n",
+        "    changes.on_revert(lambda: kept.pop(attribute, None) if earlier is _UNKEPT "
+        "else kept.__setitem__(attribute, earlier))\n",
         "",
     ),
     Mutation(

@@ -129,7 +129,7 @@ def _would(import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
     would: dict[str, tuple[str, str]] = {}
     for module_name in watched_modules():
         module = sys.modules.get(module_name)
-        names = [fix.NAME for fix in FIXES if watches(fix) == module_name]
+        names = [fix.name for fix in FIXES if watches(fix) == module_name]
         if module is None:
             would.update(dict.fromkeys(names, (NOT_APPLICABLE, _not_imported(module_name, import_errors))))
             continue
@@ -151,9 +151,9 @@ def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str
         outcomes = {o.fix: o for o in sys.modules["npu_shim.hook"].outcomes}
         rows = []
         for fix in FIXES:
-            outcome = outcomes.get(fix.NAME)
+            outcome = outcomes.get(fix.name)
             if outcome is None:  # its module did not import, so the hook never ran on it
-                outcome = Outcome(fix.NAME, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))
+                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))
             rows.append({"fix": outcome.fix, "verdict": outcome.verdict, "reason": outcome.reason, "would": None})
         return rows
     return [

@@ -1,13 +1,12 @@
 """One module per upstream verl change that npu_shim backports (:mod:`npu_shim.catalogue` lists them in order).
 
-Each module says which verl change it mirrors, how it tells that the change is missing, and
-what it does. A fix that replaces one verl function is a declaration: a
-:class:`~npu_shim.recognition.Rebinding` (the function, the releases with and without the
-change, the replacement, what its outcome says) whose ``apply`` is the fix. A fix that does
-more (defines and registers an engine, drops an ``__init__``) keeps its own ``apply``, and
-where it recognises verl's code its decision is the same :meth:`~npu_shim.recognition.KnownFunction.judge`.
-The hook calls ``apply`` right after the module the fix ``WATCHES`` (default ``verl.workers.engine``,
-whose fixes get a :class:`~npu_shim.layout.VerlLayout`) is imported, with a
-:class:`~npu_shim.changes.ChangeSet` shared by the fixes of that module, so that a failure in any
-of them reverts all of their edits.
+Each module says which verl change it mirrors, how it tells that the change is missing, and what it does,
+and declares ``FIX``, a :class:`~npu_shim.patching.Fix` record: the module it watches (default
+``verl.workers.engine``), its judgement of that module once imported, and the edits it makes where the
+change is missing, which :mod:`npu_shim.patching` writes. A fix that replaces one verl function is a
+:class:`~npu_shim.recognition.Rebinding` (the function, the releases with and without the change, the
+replacement, what its outcome says) made a fix by :func:`~npu_shim.patching.rebinding`. The others judge
+by what they check instead of a fingerprint, and say so in their ``judge``. The hook applies them right
+after the watched module is imported, with a :class:`~npu_shim.changes.ChangeSet` shared by the fixes of
+that module, so that a failure in any of them reverts all of their edits.
 """

@@ -17,21 +17,22 @@ with a warning.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-from npu_shim import originals
-from npu_shim.changes import ChangeSet
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
+from npu_shim.patching import Edit, Fix, Patch, Remove
 from npu_shim.recognition import KnownFunction
-from npu_shim.verdicts import Outcome, is_ours, mark_as_ours
+from npu_shim.verdicts import is_ours
 
 NAME = "lm_engine_repatch"
 CLASS_NAME = "MindspeedEngineWithLMHead"
+MESH_INIT = "_init_device_mesh"
 
 
 def repatches_in_mesh_init(engine_class: type) -> str:
     """Why verl's LM engine has the change whatever its ``__init__``: its own ``_init_device_mesh`` (``""`` if none)."""
-    own_mesh_init = vars(engine_class).get("_init_device_mesh")
+    own_mesh_init = vars(engine_class).get(MESH_INIT)
     if own_mesh_init is None or is_ours(own_mesh_init):
         return ""
     return f"{CLASS_NAME} already repatches in _init_device_mesh (verl #5697; #5700 on release/v0.7.1)"
@@ -48,7 +49,6 @@ LM_INIT = KnownFunction(
     has_change=repatches_in_mesh_init,
     needed_on_any_version=True,  # no _init_device_mesh of its own: the repatch is in __init__, after the mesh
 )
-KNOWN = (LM_INIT,)
 
 
 def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
@@ -56,16 +56,23 @@ def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
         mindspeed_repatch(self.engine_config)
         super(engine_class, self)._init_device_mesh()
 
-    mark_as_ours(_init_device_mesh)
     _init_device_mesh.__qualname__ = f"{engine_class.__qualname__}._init_device_mesh"
     return _init_device_mesh
 
 
-def apply(target: object, changes: ChangeSet) -> Outcome:
+def edits(engine_package: ModuleType) -> list[Edit]:
+    """Not a rebinding: verl's ``__init__`` goes (Megatron's is inherited) and upstream's mesh init comes."""
     engine_class = LM_INIT.owner()
-    judged = LM_INIT.judge(engine_class)
-    if judged.missing:  # not a rebinding: verl's __init__ goes (Megatron's is inherited) and the mesh init comes
-        originals.keep(engine_class, "__init__", changes)
-        changes.delattr(engine_class, "__init__")
-        changes.setattr(engine_class, "_init_device_mesh", repatch_then_init_device_mesh(engine_class))
-    return judged.outcome("is dropped: the engine now repatches in _init_device_mesh, once, on a copy of the config")
+    return [
+        Remove(engine_class, "__init__"),
+        Patch(engine_class, MESH_INIT, repatch_then_init_device_mesh(engine_class)),
+    ]
+
+
+FIX = Fix(
+    name=NAME,
+    judge=lambda engine_package: LM_INIT.judge(LM_INIT.owner()),
+    edits=edits,
+    applied="is dropped: the engine now repatches in _init_device_mesh, once, on a copy of the config",
+    known=(LM_INIT,),
+)

@@ -18,18 +18,20 @@ when the caller gives none. It is the one name megatron 0.12.1's writers call it
 from __future__ import annotations
 
 import inspect
+import sys
 from types import CodeType, ModuleType
 from typing import Any
 
 from npu_shim import originals
-from npu_shim.changes import ChangeSet
-from npu_shim.verdicts import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
+from npu_shim.patching import Fix, Patch
+from npu_shim.recognition import Judgement
+from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NATIVE, NOT_APPLICABLE
 
 NAME = "megatron_checkpoint_save"
 WATCHES = "megatron.core.dist_checkpointing.strategies.filesystem_async"
 WRITER = "FileSystemWriterAsync"
 FORMAT = "serialization_format"
-KNOWN = ()  # megatron-core's code, read by what it calls, not verl's by its release
+WRITE_ITEM = "_write_item"
 
 
 def _requires_format(write_item: Any) -> bool:
@@ -52,30 +54,38 @@ def _names(code: CodeType, name: str) -> bool:
     return False
 
 
-def apply(module: ModuleType, changes: ChangeSet) -> Outcome:
-    current = getattr(module, "_write_item", None)
-    if is_ours(current):
-        return Outcome(NAME, ALREADY_APPLIED, "_write_item is npu_shim's, bound earlier in this process")
+def judge(module: ModuleType) -> Judgement:
+    """Not a fingerprint of verl's code: megatron-core's, read by what its writer calls and what it passes."""
+    if originals.was_replaced(module, WRITE_ITEM):
+        return Judgement(NAME, ALREADY_APPLIED, f"{WRITE_ITEM} is npu_shim's, bound earlier in this process")
+    current = getattr(module, WRITE_ITEM, None)
     writer = getattr(getattr(module, WRITER, None), "write_preloaded_data", None)
     code = getattr(inspect.unwrap(writer), "__code__", None) if writer is not None else None  # under _disable_gc
     if current is None or code is None:
-        return Outcome(NAME, NOT_APPLICABLE, f"{WATCHES} is not megatron-core 0.12's (no _write_item, no {WRITER})")
+        why = f"{WATCHES} is not megatron-core 0.12's (no {WRITE_ITEM}, no {WRITER})"
+        return Judgement(NAME, NOT_APPLICABLE, why)
     if not _requires_format(current):
-        return Outcome(NAME, NOT_APPLICABLE, f"this torch's _write_item takes no required {FORMAT} (torch < 2.8)")
+        return Judgement(NAME, NOT_APPLICABLE, f"this torch's {WRITE_ITEM} takes no required {FORMAT} (torch < 2.8)")
     if str(getattr(writer, "__module__", "")).startswith("verl."):
-        return Outcome(NAME, NATIVE, f"verl's own patch replaced {WRITER}.write_preloaded_data for this torch")
+        return Judgement(NAME, NATIVE, f"verl's own patch replaced {WRITER}.write_preloaded_data for this torch")
     if _names(code, FORMAT):
-        return Outcome(NAME, NOT_APPLICABLE, f"megatron-core passes {FORMAT} itself (0.13 and later)")
+        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core passes {FORMAT} itself (0.13 and later)")
+    return Judgement(NAME, MISSING, f"{WRITER} never passes the {FORMAT} torch's {WRITE_ITEM} requires:")
+
+
+def _write_item_as_torch_saves(*args: Any, **kwargs: Any) -> Any:
+    """torch's ``_write_item`` (npu_shim.originals keeps it), given torch's default format where a caller gives none."""
     from torch.distributed.checkpoint.filesystem import SerializationFormat
 
-    torch_write_item = current
+    if len(args) < 6:  # (transforms, stream, data, write_item, storage_key): megatron 0.12.1's call
+        kwargs.setdefault(FORMAT, SerializationFormat.TORCH_SAVE)
+    return originals.get_original(sys.modules[WATCHES], WRITE_ITEM)(*args, **kwargs)
 
-    def _write_item_as_torch_saves(*args: Any, **kwargs: Any) -> Any:
-        if len(args) < 6:  # (transforms, stream, data, write_item, storage_key): megatron 0.12.1's call
-            kwargs.setdefault(FORMAT, SerializationFormat.TORCH_SAVE)
-        return torch_write_item(*args, **kwargs)
 
-    mark_as_ours(_write_item_as_torch_saves)
-    originals.keep(module, "_write_item", changes)
-    changes.setattr(module, "_write_item", _write_item_as_torch_saves)
-    return Outcome(NAME, APPLIED, f"{WATCHES}._write_item now passes {FORMAT}=TORCH_SAVE, as megatron 0.13 does")
+FIX = Fix(
+    name=NAME,
+    judge=judge,
+    edits=lambda module: [Patch(module, WRITE_ITEM, _write_item_as_torch_saves)],
+    applied=f"{WATCHES}.{WRITE_ITEM} now passes {FORMAT}=TORCH_SAVE, as megatron 0.13 does",
+    watches=WATCHES,
+)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "megatron_critic"
@@ -71,5 +72,4 @@ VALUE_FORWARD = Rebinding(
     replacement=value_forward_step,
     applied="now passes data_format, not enable_mtp",
 )
-KNOWN = (VALUE_FORWARD,)
-apply = VALUE_FORWARD.apply
+FIX = rebinding(VALUE_FORWARD)

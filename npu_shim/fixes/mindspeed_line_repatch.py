@@ -27,6 +27,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch
+from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "mindspeed_line_repatch"
@@ -52,5 +53,4 @@ REPATCH = Rebinding(
     replacement=mindspeed_repatch,
     applied="now has #6674's semantics and sets use_flash_attn per MindSpeed line",
 )
-KNOWN = (REPATCH,)
-apply = REPATCH.apply
+FIX = rebinding(REPATCH)

@@ -21,6 +21,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "moe_layer_offset"
@@ -69,5 +70,4 @@ LAYER_COUNT = Rebinding(
     replacement=moe_num_layers_to_build,
     applied="now passes get_transformer_layer_offset only what this Megatron takes",
 )
-KNOWN = (LAYER_COUNT,)
-apply = LAYER_COUNT.apply
+FIX = rebinding(LAYER_COUNT, watches=WATCHES)

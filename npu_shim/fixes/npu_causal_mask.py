@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "npu_causal_mask"
@@ -42,5 +43,4 @@ MASK_BUILDER = Rebinding(
     replacement=build_npu_attn_mask,
     applied="now builds the mask as bool",
 )
-KNOWN = (MASK_BUILDER,)
-apply = MASK_BUILDER.apply
+FIX = rebinding(MASK_BUILDER, watches=WATCHES)

@@ -11,16 +11,17 @@ npu_shim adds and for anyone who calls it as upstream code does.
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import Any
 
-from npu_shim import mindspeed_line
-from npu_shim.changes import ChangeSet
-from npu_shim.layout import MINDSPEED_IMPL, VerlLayout
-from npu_shim.verdicts import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, mark_as_ours
+from npu_shim import mindspeed_line, originals
+from npu_shim.layout import MINDSPEED_IMPL
+from npu_shim.patching import Fix, Patch
+from npu_shim.recognition import Judgement
+from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NATIVE, NOT_APPLICABLE
 
 NAME = "shared_repatch"
 UPSTREAM_NAME = "_mindspeed_repatch"
-KNOWN = ()  # it binds a name verl lacks: no code of verl's to recognise
 
 
 def mindspeed_repatch(engine_config: Any) -> None:
@@ -48,9 +49,6 @@ def mindspeed_repatch(engine_config: Any) -> None:
     repatch(config)
 
 
-mark_as_ours(mindspeed_repatch)
-
-
 def _attn_backend(name: str) -> Any:
     from megatron.core.transformer.enums import AttnBackend  # loaded, and patched, by the time engines are built
 
@@ -64,14 +62,21 @@ def _attn_backend(name: str) -> Any:
         ) from None
 
 
-def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
-    module = layout.mindspeed_impl
+def judge(engine_package: ModuleType) -> Judgement:
+    """Not a fingerprint: it binds a name verl lacks, so it checks that verl's MindSpeed module has none."""
+    module = sys.modules.get(MINDSPEED_IMPL)
     if module is None:
-        return Outcome(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
-    current = getattr(module, UPSTREAM_NAME, None)
-    if current is mindspeed_repatch:
-        return Outcome(NAME, ALREADY_APPLIED, f"{UPSTREAM_NAME} is npu_shim's, bound earlier in this process")
-    if current is not None:
-        return Outcome(NAME, NATIVE, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} exists (verl >= 0.8.0)")
-    changes.setattr(module, UPSTREAM_NAME, mindspeed_repatch)
-    return Outcome(NAME, APPLIED, f"bound {MINDSPEED_IMPL}.{UPSTREAM_NAME}")
+        return Judgement(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
+    if originals.was_replaced(module, UPSTREAM_NAME):
+        return Judgement(NAME, ALREADY_APPLIED, f"{UPSTREAM_NAME} is npu_shim's, bound earlier in this process")
+    if getattr(module, UPSTREAM_NAME, None) is not None:
+        return Judgement(NAME, NATIVE, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} exists (verl >= 0.8.0)")
+    return Judgement(NAME, MISSING, f"{MINDSPEED_IMPL} has no {UPSTREAM_NAME} (verl < 0.8.0):")
+
+
+FIX = Fix(
+    name=NAME,
+    judge=judge,
+    edits=lambda engine_package: [Patch(sys.modules[MINDSPEED_IMPL], UPSTREAM_NAME, mindspeed_repatch)],
+    applied="bound npu_shim's",
+)

@@ -14,16 +14,19 @@ the exports.
 
 from __future__ import annotations
 
-from npu_shim.changes import ChangeSet
+from types import ModuleType
+
+from npu_shim import originals
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.layout import MEGATRON_IMPL, VerlLayout
-from npu_shim.verdicts import ALREADY_APPLIED, APPLIED, NATIVE, NOT_APPLICABLE, Outcome, is_ours, mark_as_ours
+from npu_shim.layout import MEGATRON_IMPL, read_layout
+from npu_shim.patching import Edit, Export, Fix, Patch, Register
+from npu_shim.recognition import Judgement
+from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NATIVE, NOT_APPLICABLE
 
 NAME = "value_engine"
 CLASS_NAME = "MindspeedEngineWithValueHead"
 BASE_NAME = "MegatronEngineWithValueHead"
 KEY = {"model_type": "value_model", "backend": "megatron", "device": "npu"}
-KNOWN = ()  # it reads verl's registry, not verl's code
 
 
 def build_engine_class(value_head_engine: type, module_name: str) -> type:
@@ -43,46 +46,43 @@ def build_engine_class(value_head_engine: type, module_name: str) -> type:
     MindspeedEngineWithValueHead.__module__ = module_name
     MindspeedEngineWithValueHead.__qualname__ = CLASS_NAME
     MindspeedEngineWithValueHead._init_device_mesh.__qualname__ = f"{CLASS_NAME}._init_device_mesh"
-    mark_as_ours(MindspeedEngineWithValueHead)
     return MindspeedEngineWithValueHead
 
 
-def apply(layout: VerlLayout, changes: ChangeSet) -> Outcome:
+def judge(engine_package: ModuleType) -> Judgement:  # noqa: PLR0911 - one verdict per case
+    """Not a fingerprint: it reads verl's registry (nothing for the key, beside a ``MegatronEngineWithValueHead``)."""
+    layout = read_layout(engine_package)
     if layout.registry is None:
-        return Outcome(NAME, NOT_APPLICABLE, "verl has no (model_type, backend, device) engine registry (verl < 0.6)")
+        return Judgement(NAME, NOT_APPLICABLE, "verl has no (model_type, backend, device) engine registry (verl < 0.6)")
+    if originals.was_replaced(layout.mindspeed_impl, CLASS_NAME):
+        return Judgement(NAME, ALREADY_APPLIED, f"{CLASS_NAME} was registered earlier in this process")
     registered = layout.registered(**KEY)
     if registered is not None:
-        if is_ours(registered):
-            return Outcome(NAME, ALREADY_APPLIED, f"{CLASS_NAME} was registered earlier in this process")
-        return Outcome(NAME, NATIVE, f"verl registers {registered.__qualname__} for {_key()}")
-    value_head_engine = getattr(layout.megatron_impl, BASE_NAME, None)
-    if value_head_engine is None:
-        why = (
-            "verl's Megatron engine did not import"
-            if layout.megatron_impl is None
-            else f"{MEGATRON_IMPL} has no {BASE_NAME}"
-        )
-        return Outcome(NAME, NOT_APPLICABLE, why)
-    mindspeed_impl = layout.mindspeed_impl
-    if mindspeed_impl is None:
-        return Outcome(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import (is MindSpeed installed?)")
-
-    engine_class = build_engine_class(value_head_engine, mindspeed_impl.__name__)
-    changes.setattr(mindspeed_impl, CLASS_NAME, engine_class)
-    _register(layout, engine_class, changes)
-    for package in (layout.engine_package, layout.mindspeed_package):
-        changes.export(package, CLASS_NAME, engine_class)
-    for package in (layout.engine_package, layout.megatron_package):
-        changes.export(package, BASE_NAME, value_head_engine)
-    return Outcome(NAME, APPLIED, f"registered {CLASS_NAME}({BASE_NAME}) for {_key()}")
+        return Judgement(NAME, NATIVE, f"verl registers {registered.__qualname__} for {_key()}")
+    if layout.megatron_impl is None:
+        return Judgement(NAME, NOT_APPLICABLE, "verl's Megatron engine did not import")
+    if getattr(layout.megatron_impl, BASE_NAME, None) is None:
+        return Judgement(NAME, NOT_APPLICABLE, f"{MEGATRON_IMPL} has no {BASE_NAME}")
+    if layout.mindspeed_impl is None:
+        why = "verl's MindSpeed engine module did not import (is MindSpeed installed?)"
+        return Judgement(NAME, NOT_APPLICABLE, why)
+    return Judgement(NAME, MISSING, f"verl registers nothing for {_key()}:")
 
 
-def _register(layout: VerlLayout, engine_class: type, changes: ChangeSet) -> None:
-    layout.registry.register(**KEY)(engine_class)
-    slots = layout.registry._engines[KEY["model_type"]][KEY["backend"]]
-    changes.on_revert(lambda: slots.pop(KEY["device"], None))
-    if layout.registered(**KEY) is not engine_class:
-        raise RuntimeError(f"verl's EngineRegistry.register did not record {CLASS_NAME} for {_key()}")
+def edits(engine_package: ModuleType) -> list[Edit]:
+    """Upstream's class in upstream's module, registered, and the exports upstream has."""
+    layout = read_layout(engine_package)
+    value_head_engine = getattr(layout.megatron_impl, BASE_NAME)
+    engine_class = build_engine_class(value_head_engine, layout.mindspeed_impl.__name__)
+    return [
+        Patch(layout.mindspeed_impl, CLASS_NAME, engine_class),
+        Register(layout, KEY, engine_class),
+        *(Export(package, CLASS_NAME, engine_class) for package in (engine_package, layout.mindspeed_package)),
+        *(Export(package, BASE_NAME, value_head_engine) for package in (engine_package, layout.megatron_package)),
+    ]
+
+
+FIX = Fix(name=NAME, judge=judge, edits=edits, applied=f"registered {CLASS_NAME}({BASE_NAME})")
 
 
 def _key() -> str:

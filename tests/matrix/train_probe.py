@@ -494,14 +494,23 @@ def to_padded(role: str, tensor: Any, data: Any) -> Any:
 
 def skip_fixes(names: list[str]) -> None:
     """Make the shim's fixes ``names`` stand aside in this process (before verl is imported, so before they apply)."""
-    import importlib
+    import dataclasses
 
     import npu_shim  # noqa: F401  (first, by its own name: importing a module of ours alone activates nothing)
-    from npu_shim.verdicts import NOT_APPLICABLE, Outcome
+    from npu_shim import catalogue
+    from npu_shim.recognition import Judgement
+    from npu_shim.verdicts import NOT_APPLICABLE
 
-    for name in names:
-        fix = importlib.import_module(f"npu_shim.fixes.{name}")
-        fix.apply = lambda target, changes, name=name: Outcome(name, NOT_APPLICABLE, "skipped by --skip-fix")
+    def standing_aside(name: str) -> Any:
+        return lambda module: Judgement(name, NOT_APPLICABLE, "skipped by --skip-fix")
+
+    unknown = set(names) - set(catalogue.fix_names())
+    if unknown:
+        raise SystemExit(f"--skip-fix: no such fix {sorted(unknown)}; the fixes are {catalogue.fix_names()}")
+    catalogue.FIXES = tuple(
+        dataclasses.replace(fix, judge=standing_aside(fix.name)) if fix.name in names else fix
+        for fix in catalogue.FIXES
+    )
 
 
 def blank_result() -> dict[str, Any]:

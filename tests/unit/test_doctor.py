@@ -219,10 +219,10 @@ def test_a_verl_whose_engine_package_fails_to_import_is_a_problem(site, syntheti
 
 # A module verl imports through VERL_USE_EXTERNAL_MODULES after npu_shim: one fix raises when the hook applies it.
 BREAK_A_FIX = """
-import npu_shim.fixes.value_engine as _target
+from npu_shim import patching
 def _broken(*args, **kwargs):
     raise RuntimeError("injected fault in value_engine")
-_target.apply = _broken
+patching.Register.write = _broken  # value_engine's registration: the one fix that registers
 """
 
 

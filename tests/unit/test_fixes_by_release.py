@@ -18,15 +18,17 @@ from typing import Any
 import pytest
 from helpers import fixes_by_release
 
-from npu_shim.catalogue import declared_functions
 from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import function_fingerprint
 from npu_shim.fixes import megatron_critic, mindspeed_line_repatch, moe_layer_offset, npu_causal_mask, vlm_mask_on_npu
+from npu_shim.patching import Fix
 from npu_shim.recognition import KnownFunction, known_code
 from npu_shim.verdicts import APPLIED, is_ours
 
 COLUMNS = fixes_by_release()
-FIXES = [npu_causal_mask, vlm_mask_on_npu, moe_layer_offset, megatron_critic, mindspeed_line_repatch]
+FIXES = [
+    fix.FIX for fix in (npu_causal_mask, vlm_mask_on_npu, moe_layer_offset, megatron_critic, mindspeed_line_repatch)
+]
 # get_transformer_layer_offset as each megatron-core of the table has it: 0.12.1 takes neither keyword (#5580)
 OFFSET = {
     "0.12.1": "def get_transformer_layer_offset(config):\n    return 0\n",
@@ -34,8 +36,8 @@ OFFSET = {
 }
 
 
-def declared(fix: ModuleType) -> KnownFunction:
-    (known,) = [known for known in declared_functions() if known.fix == fix.NAME]
+def declared(fix: Fix) -> KnownFunction:
+    (known,) = fix.known
     return known
 
 
@@ -46,10 +48,10 @@ def load(path: Path, text: str) -> dict[str, Any]:
     return namespace
 
 
-def verl_as_released(fix: ModuleType, release: str, megatron: str, tmp_path: Path) -> tuple[Any, Any]:
+def verl_as_released(fix: Fix, release: str, megatron: str, tmp_path: Path) -> tuple[Any, Any]:
     """(what ``fix.apply`` takes, the owner of the function) for that release's code beside that megatron-core."""
     known = declared(fix)
-    module = ModuleType(known.bound_in[0] if known.bound_in else known.module)  # the module the fix judges
+    module = ModuleType(known.rebound_in[0])  # the module the fix judges
     offset = OFFSET["0.12.1" if megatron == "0.12.1" else "later"]
     module.get_transformer_layer_offset = load(tmp_path / "offset.py", offset)["get_transformer_layer_offset"]
     module.repatch = lambda config: None  # MindSpeed's, bound by verl's module: the simulated NPU has MindSpeed
@@ -64,7 +66,7 @@ def verl_as_released(fix: ModuleType, release: str, megatron: str, tmp_path: Pat
 
 
 @pytest.mark.parametrize("column", list(COLUMNS))
-@pytest.mark.parametrize("fix", FIXES, ids=lambda fix: fix.NAME)
+@pytest.mark.parametrize("fix", FIXES, ids=lambda fix: fix.name)
 def test_the_fix_on_a_releases_code_does_what_the_table_says(fix, column, tmp_path, monkeypatch):
     release, _, megatron = column.partition(", megatron-core ")
     known = declared(fix)
@@ -82,7 +84,7 @@ def test_the_fix_on_a_releases_code_does_what_the_table_says(fix, column, tmp_pa
     changes = ChangeSet()
     try:
         outcome = fix.apply(module, changes)
-        assert outcome.verdict == COLUMNS[column][fix.NAME], outcome.reason
+        assert outcome.verdict == COLUMNS[column][fix.name], outcome.reason
         now = vars(owner).get(known.attribute)
         assert is_ours(now) == (outcome.verdict == APPLIED), "rebound exactly where applied"
         assert (now is shipped) == (outcome.verdict != APPLIED)

@@ -18,6 +18,7 @@ from npu_shim.catalogue import declared_functions
 from npu_shim.changes import ChangeSet
 from npu_shim.fingerprint import function_fingerprint, source_fingerprint
 from npu_shim.originals import get_original, was_replaced
+from npu_shim.patching import rebinding
 from npu_shim.recognition import DATA_FILE, KnownFunction, Rebinding, known_code
 from npu_shim.verdicts import MISSING, NATIVE, NOT_APPLICABLE
 
@@ -41,6 +42,7 @@ BUILD = Rebinding(
     replacement=adds_one,
     applied="now adds 2",
 )
+BUILD_FIX = rebinding(BUILD)
 
 
 def test_the_table_holds_every_release_each_fix_names():
@@ -120,12 +122,12 @@ def test_the_releases_code_without_the_change_is_missing_and_applied_once(verl_m
     assert (judged.verdict, judged.releases) == ("missing", "0.7.1")
     monkeypatch.setitem(sys.modules, "verl.some", module)  # where the fix reads it, as at run time
     changes = ChangeSet()
-    outcome = BUILD.apply(None, changes)
+    outcome = BUILD_FIX.apply(None, changes)
     assert (outcome.verdict, outcome.reason) == ("applied", f"{module.__name__}.build (verl 0.7.1's) now adds 2")
     assert module.build is adds_one
     assert get_original(module, "build") is shipped, "verl's own, in the one registry"
     assert BUILD.judge(module).verdict == "already applied"
-    assert BUILD.apply(None, changes).verdict == "already applied"
+    assert BUILD_FIX.apply(None, changes).verdict == "already applied"
     assert module.build is adds_one
     changes.revert()
     assert module.build is shipped
@@ -139,7 +141,7 @@ def test_a_reverted_rebinding_leaves_nothing_recorded(verl_module, monkeypatch):
     module = verl_module(OLD)
     monkeypatch.setitem(sys.modules, "verl.some", module)
     changes = ChangeSet()
-    BUILD.apply(None, changes)
+    BUILD_FIX.apply(None, changes)
     changes.revert()
     module.build = adds_one
     assert not was_replaced(module, "build")
@@ -157,7 +159,7 @@ def test_a_function_bound_by_two_names_is_rebound_under_both(verl_module, monkey
     shipped = defining.build
     both = dataclasses.replace(BUILD, bound_in=("verl.caller", "verl.some"))
     changes = ChangeSet()
-    assert both.apply(None, changes).reason == f"{caller.__name__}.build (verl 0.7.1's) now adds 2"
+    assert rebinding(both).apply(None, changes).reason == f"{caller.__name__}.build (verl 0.7.1's) now adds 2"
     assert (caller.build, defining.build) == (adds_one, adds_one)
     changes.revert()
     assert (caller.build, defining.build) == (shipped, shipped)
@@ -168,10 +170,10 @@ def test_a_module_imported_afresh_is_judged_afresh(verl_module, monkeypatch):
     module = verl_module(OLD)
     monkeypatch.setitem(sys.modules, "verl.some", module)
     changes = ChangeSet()
-    BUILD.apply(None, changes)
+    BUILD_FIX.apply(None, changes)
     exec(compile(OLD, module.__file__, "exec"), vars(module))  # what importlib.reload does to the module
     assert BUILD.judge(module).verdict == "missing"
-    assert BUILD.apply(None, changes).verdict == "applied"
+    assert BUILD_FIX.apply(None, changes).verdict == "applied"
     assert module.build is adds_one
     changes.revert()
 

@@ -12,19 +12,26 @@ from helpers import ROOT, clean_env, run_python
 
 DISABLE_HINT = "Set NPU_SHIM_DISABLE=1 to turn the shim off"
 
-# Makes one step of the application raise, in the child, before verl is imported.
+# Makes one step of the application raise, in the child, before verl is imported: a part of one fix's record (its
+# judgement, or the edits it asks for), or the writer of one kind of edit.
 BREAK_STEP = """
-import npu_shim.fixes.{module} as _target
+import dataclasses
+from npu_shim import catalogue, patching
 def _broken(*args, **kwargs):
-    raise RuntimeError("injected fault in {module}")
-_target.{function} = _broken
+    raise RuntimeError("injected fault in {fix}")
+if "{part}" == "Register.write":
+    patching.Register.write = _broken
+else:
+    catalogue.FIXES = tuple(
+        dataclasses.replace(fix, **{{"{part}": _broken}}) if fix.name == "{fix}" else fix for fix in catalogue.FIXES
+    )
 """
 STEPS = {
-    "shared_repatch": ("shared_repatch", "apply"),
-    "value_engine": ("value_engine", "apply"),
-    "value_engine_registration": ("value_engine", "_register"),
-    "lm_engine_repatch": ("lm_engine_repatch", "apply"),
-    "mindspeed_line_repatch": ("mindspeed_line_repatch", "apply"),
+    "shared_repatch": ("shared_repatch", "judge"),
+    "value_engine": ("value_engine", "edits"),
+    "value_engine_registration": ("value_engine", "Register.write"),  # after its class was bound in verl's module
+    "lm_engine_repatch": ("lm_engine_repatch", "edits"),  # after value_engine's edits
+    "mindspeed_line_repatch": ("mindspeed_line_repatch", "judge"),  # after lm_engine_repatch's
 }
 
 STATE = """
@@ -43,18 +50,18 @@ UNPATCHED = {"value_slots": ["cuda"], "exports": [], "all": [], "lm_own": ["__in
 
 @pytest.mark.parametrize("step", list(STEPS))
 def test_a_fault_at_any_step_leaves_verl_as_it_shipped_with_one_warning(synthetic, run_with, step):
-    module, function = STEPS[step]
-    code = "import npu_shim\n" + BREAK_STEP.format(module=module, function=function) + STATE
+    fix, part = STEPS[step]
+    code = "import npu_shim\n" + BREAK_STEP.format(fix=fix, part=part) + STATE
     run = run_with(code, synthetic("0.7.1"), activation="import", report=False)
     assert run.report == UNPATCHED
     assert run.stderr.count("npu_shim failed while patching verl.workers.engine") == 1
-    assert f"injected fault in {module}" in run.stderr
+    assert f"injected fault in {fix}" in run.stderr
     assert DISABLE_HINT in run.stderr
     assert "Traceback" not in run.stderr
 
 
 def test_strict_mode_raises_the_fault(synthetic, run_with):
-    code = "import npu_shim\n" + BREAK_STEP.format(module="value_engine", function="apply") + STATE
+    code = "import npu_shim\n" + BREAK_STEP.format(fix="value_engine", part="edits") + STATE
     run = run_with(
         code, synthetic("0.7.1"), activation="import", env={"NPU_SHIM_STRICT": "1"}, report=False, check=False
     )
@@ -178,7 +185,7 @@ def fix(name, watches, imports=""):
             importlib.import_module(imports)
         changes.setattr(module, "fixed_by", name)
         return Outcome(name, APPLIED, "by " + name)
-    return types.SimpleNamespace(NAME=name, WATCHES=watches, KNOWN=(), apply=apply)
+    return types.SimpleNamespace(name=name, watches=watches, known=(), apply=apply)
 
 catalogue.FIXES = (fix("first", "watched_first", imports="watched_second"), fix("second", "watched_second"))
 hook.register()
