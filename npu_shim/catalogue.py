@@ -42,11 +42,6 @@ def fix_names() -> list[str]:
     return [fix.name for fix in FIXES]
 
 
-def watches(fix: Fix) -> str:
-    """The verl module ``fix`` changes, after whose import the hook applies it."""
-    return fix.watches
-
-
 def watched_modules() -> list[str]:
     """Every module some fix watches, once each, in the order of the fixes."""
     return list(dict.fromkeys(fix.watches for fix in FIXES))

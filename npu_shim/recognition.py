@@ -144,10 +144,8 @@ class KnownFunction:
         if owner is None:
             return Judgement(self.fix, NOT_APPLICABLE, f"verl has no {self.module}.{self.qualname}")
         where = f"{owner.__name__}.{self.attribute}"
-        if originals.was_replaced(owner, self.attribute):
-            if originals.get_original(owner, self.attribute) is None and vars(owner).get(self.attribute) is not None:
-                why = f"{where} is npu_shim's own: this verl has none of its own"  # bound by a fix (shared_repatch)
-                return Judgement(self.fix, NOT_APPLICABLE, why)
+        # a name a fix bound where verl had none (shared_repatch's) is npu_shim's own, judged as such below
+        if originals.was_replaced(owner, self.attribute) and originals.get_original(owner, self.attribute) is not None:
             return Judgement(self.fix, ALREADY_APPLIED, f"{where} was replaced earlier in this process")
         evidence = self.has_change(owner) if self.has_change else ""
         if evidence:

@@ -235,9 +235,9 @@ MUTATIONS = [
     Mutation(
         "recognition: a name a fix bound where verl had none judged already applied (not npu_shim's own)",
         "npu_shim/recognition.py",
-        "            if originals.get_original(owner, self.attribute) is None and vars(owner).get(self.attribute) "
+        "        if originals.was_replaced(owner, self.attribute) and originals.get_original(owner, self.attribute) "
         "is not None:\n",
-        "            if False:\n",
+        "        if originals.was_replaced(owner, self.attribute):\n",
     ),
     Mutation(
         "plugin: the shim's distribution declares no verl.plugins entry point",
@@ -357,7 +357,7 @@ MUTATIONS = [
     Mutation(
         "doctor: a watched module that did not import named as the engine package",
         "npu_shim/doctor/verl_state.py",
-        "                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))\n",
+        "                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(fix.watches, import_errors))\n",
         "                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(ENGINE_PACKAGE, import_errors))\n",
     ),
     Mutation(
@@ -454,7 +454,8 @@ MUTATIONS = [
     Mutation(
         "recognition: a second activation judges the function it replaced as verl's again (two rebindings)",
         "npu_shim/recognition.py",
-        "        if originals.was_replaced(owner, self.attribute):\n",
+        "        if originals.was_replaced(owner, self.attribute) and originals.get_original(owner, self.attribute) "
+        "is not None:\n",
         "        if False:\n",
     ),
     Mutation(

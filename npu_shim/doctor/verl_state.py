@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 import npu_shim
-from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, fix_names, watched_modules, watches
+from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, fix_names, watched_modules
 from npu_shim.changes import ChangeSet
 from npu_shim.doctor import bridge_state, mindspeed_state
 from npu_shim.doctor.routes import names_at_fault
@@ -129,7 +129,7 @@ def _would(import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
     would: dict[str, tuple[str, str]] = {}
     for module_name in watched_modules():
         module = sys.modules.get(module_name)
-        names = [fix.name for fix in FIXES if watches(fix) == module_name]
+        names = [fix.name for fix in FIXES if fix.watches == module_name]
         if module is None:
             would.update(dict.fromkeys(names, (NOT_APPLICABLE, _not_imported(module_name, import_errors))))
             continue
@@ -153,7 +153,7 @@ def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str
         for fix in FIXES:
             outcome = outcomes.get(fix.name)
             if outcome is None:  # its module did not import, so the hook never ran on it
-                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(watches(fix), import_errors))
+                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(fix.watches, import_errors))
             rows.append({"fix": outcome.fix, "verdict": outcome.verdict, "reason": outcome.reason, "would": None})
         return rows
     return [
