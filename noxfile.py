@@ -26,6 +26,11 @@ ENVS = ROOT / ".cache" / "envs"
 # share torch, Ray, pyarrow and transformers (one copy of each per Python), and pip's 75 s of unpacking per
 # environment becomes a few seconds after the first.
 UV_CACHE = ROOT / ".cache" / "uv"
+# Every environment resolves against PyPI as it stood on this date (uv's --exclude-newer), so an upload after it
+# cannot change what a fresh clone installs. Without it, packaging 26.4 (after this date) made uv keep it and
+# backtrack verl 0.8.0's datasets to 2.14.4, which dies on import beside pyarrow 25 (stop 51's CI). Moving the date is
+# a change like any pin's: every environment is rebuilt and `make test` says whether the newer set still works.
+RESOLVED_AS_OF = "2026-11-29T00:00:00Z"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 
 # Python 3.11, as verl's Ascend images up to v0.8.0 run: the CPU build of torch 2.13.0 that lies on this machine
@@ -210,7 +215,8 @@ def interpreter(session: nox.Session, python: str) -> str:
 def cache_slot(session: nox.Session, name: str, requirements: list[str], python: str) -> tuple[Path, Path]:
     """Where the cached build of ``requirements`` named ``name`` lives (for ``python``), and the marker a complete
     build leaves there. Until that marker exists every build of ``name`` is removed, this one's partial build too."""
-    digest = hashlib.sha256("\n".join([f"python {python}", *requirements]).encode()).hexdigest()[:12]
+    lines = [f"python {python}", f"resolved as of {RESOLVED_AS_OF}", *requirements]
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
     directory = ENVS / f"{name}-{digest}"
     ready = directory / ".complete"
     if not ready.exists():
@@ -221,9 +227,10 @@ def cache_slot(session: nox.Session, name: str, requirements: list[str], python:
 
 
 def uv_install(session: nox.Session, *arguments: str) -> None:
-    """``uv pip install --quiet`` from the one uv cache every environment hard-links from."""
+    """``uv pip install --quiet`` from the one uv cache every environment hard-links from, as of ``RESOLVED_AS_OF``."""
     uv = str(Path(sys.executable).with_name("uv"))
-    session.run(uv, "pip", "install", "--quiet", *arguments, env={"UV_CACHE_DIR": str(UV_CACHE)}, external=True)
+    variables = {"UV_CACHE_DIR": str(UV_CACHE), "UV_EXCLUDE_NEWER": RESOLVED_AS_OF}
+    session.run(uv, "pip", "install", "--quiet", *arguments, env=variables, external=True)
 
 
 def cached_env(
