@@ -4,7 +4,7 @@ Run it with ``make demo`` (builds the verl 0.7.1 environment on first use). Fres
 interpreters run tests/matrix/probe.py without the shim and with the checkout on
 PYTHONPATH (the container set-up): one gloo rank each, then two ranks each with
 context parallelism 2. They build verl's Megatron critic and actor engines for
-real, with real megatron-core; the NPU is npu_shim.testing's stand-in torch_npu,
+real, with real megatron-core; the NPU is simulated_npu's stand-in torch_npu,
 and MindSpeed its stand-in, which records each ``repatch`` and, as MindSpeed does,
 builds the context-parallel ring only if that repatch came before Megatron's
 parallel state. Two more train verl's critic and actor with the simulated NPU computing
@@ -90,7 +90,7 @@ CRITIC_STEPS = 3
 
 def main() -> int:
     print("npu_shim demo: verl 0.7.1 from PyPI, real megatron-core, gloo ranks on this CPU.")
-    print("The Ascend NPU is SIMULATED (npu_shim.testing's stand-ins for torch_npu and MindSpeed).")
+    print("The Ascend NPU is SIMULATED (simulated_npu's stand-ins for torch_npu and MindSpeed).")
     print("Building both engines, then training them, without and with the shim (each run in fresh interpreters) ...\n")
     modes = ("none", "sitecustomize")
     with tempfile.TemporaryDirectory() as tmp:

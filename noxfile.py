@@ -31,6 +31,9 @@ UV_CACHE = ROOT / ".cache" / "uv"
 # backtrack verl 0.8.0's datasets to 2.14.4, which dies on import beside pyarrow 25 (stop 51's CI). Moving the date is
 # a change like any pin's: every environment is rebuilt and `make test` says whether the newer set still works.
 RESOLVED_AS_OF = "2026-11-29T00:00:00Z"
+# The simulated NPU every verl environment runs on: a distribution of its own (kit/pyproject.toml).
+KIT_SOURCE = ROOT / "kit"
+KIT_DISTRIBUTION = "simulated-npu"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 
 # Python 3.11, as verl's Ascend images up to v0.8.0 run: the CPU build of torch 2.13.0 that lies on this machine
@@ -279,9 +282,16 @@ def source_pins() -> Any:
 
 
 def verl_env(session: nox.Session, name: str) -> Path:
+    """The environment ``name``, with the kit installed afresh from ``kit/`` as a user installs it."""
     environment = ENVIRONMENTS[name]
     pins = [*environment.pins, *MATRIX_TOOLS]
-    return cached_env(session, f"verl-{name}", pins, environment.python, no_deps=list(environment.no_deps))
+    python = cached_env(session, f"verl-{name}", pins, environment.python, no_deps=list(environment.no_deps))
+    # setuptools builds in kit/ itself, and a module deleted from the kit would live on in the last build's copy.
+    for leftover in (KIT_SOURCE / "build", KIT_SOURCE / "simulated_npu.egg-info"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    # With its dependencies: the kit's torch range must admit the environment's torch (else uv would replace it).
+    uv_install(session, "--python", str(python), "--reinstall-package", KIT_DISTRIBUTION, str(KIT_SOURCE))
+    return python
 
 
 def matrix_paths(name: str) -> list[str]:

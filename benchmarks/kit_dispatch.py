@@ -1,4 +1,4 @@
-"""What an op on the simulated device costs against the same op on the CPU (npu_shim.testing's compute mode).
+"""What an op on the simulated device costs against the same op on the CPU (simulated_npu's compute mode).
 
 Why: every matrix, Ray and end-to-end test that trains runs its model on npu tensors, so the kit's dispatch (unwrap,
 run on the CPU, wrap again, torch's ``return_and_correct_aliasing``) is most of their time. This prints what one
@@ -38,7 +38,9 @@ def main() -> int:
         parser.error("--rounds and --steps must be at least 1")
 
     os.environ["NPU_SHIM_SIM_COMPUTE"] = "1"  # read when the stand-in torch_npu is imported, below
-    sys.path.insert(0, str(ROOT / "npu_shim" / "testing" / "simulated"))
+    import simulated_npu  # installed beside torch (pip install ./kit), as the tests install it
+
+    sys.path.insert(0, simulated_npu.SIMULATED_DIR)
     import torch
     import torch_npu
 

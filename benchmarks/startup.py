@@ -39,7 +39,7 @@ temporary empty working directory):
    compiles the start-up files anew. Goal there: <= 1.03.
 2. ``python -c "import verl.workers.engine"`` with the shim (PYTHONPATH=<checkout>)
    and without it (an empty sitecustomize), both with the simulated NPU of
-   ``npu_shim.testing`` on PYTHONPATH so that the shim really injects its
+   ``simulated_npu`` on PYTHONPATH so that the shim really injects its
    engine; paired rounds in alternating order. Goal: median paired ratio <= 1.02.
 3. ``EngineRegistry.get_engine_cls("language_model", "megatron")`` per call,
    with ``timeit`` after ``import verl.workers.engine``, in children with and
@@ -84,7 +84,7 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 PACKAGE = CHECKOUT / "npu_shim"
-SIMULATED = PACKAGE / "testing" / "simulated"
+SIMULATED = CHECKOUT / "kit" / "simulated_npu" / "simulated"  # the kit's stand-ins, read from the checkout
 
 STARTUP_GOAL = 1.01
 STARTUP_GOAL_NO_BYTECODE = 1.03

@@ -3,8 +3,8 @@
 - verl importing the modules ``VERL_USE_EXTERNAL_MODULES`` names (every verl from 0.6.0):
   activate, and let children inherit the variable: no PYTHONPATH to add, so interpreters
   that never import verl (Ray's helpers, pip) pay nothing;
-- an import of one of our modules by its full name (``from npu_shim.testing import ...``):
-  Python imports the package first, but reading constants or using the simulated-NPU kit
+- an import of one of our modules by its full name (``from npu_shim.doctor import ...``):
+  Python imports the package first, but reading constants or running the doctor
   must leave the process as it was;
 - anything else is the ``import npu_shim`` route: activate here and in later children.
 """

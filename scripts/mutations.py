@@ -246,6 +246,24 @@ MUTATIONS = [
         "",
     ),
     Mutation(
+        "distributions: the kit's wheel leaves out the dist-info that lets `import torch` load the stand-in",
+        "kit/pyproject.toml",
+        '    "simulated/*.dist-info/*",\n',
+        "",
+    ),
+    Mutation(
+        "distributions: the kit's metadata admits a torch its compute mode is not tested on",
+        "kit/pyproject.toml",
+        '"torch>=2.10,<2.14,!=2.11.*,!=2.12.*"',
+        '"torch>=2.10,<2.14"',
+    ),
+    Mutation(
+        "distributions: the doctor reads the kit's mark instead of torch_npu's version",
+        "npu_shim/doctor/verl_state.py",
+        'str(getattr(module, "__version__", None) or "") or None',
+        'bool(getattr(module, "SIMULATED", False))',
+    ),
+    Mutation(
         "plugin: the entry point's module activates nothing",
         "npu_shim/verl_plugin.py",
         "activate(VERL_PLUGINS)\n",
@@ -362,7 +380,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: dropout's draws never move the device's generator on",
-        "npu_shim/testing/simulated/torch_npu/_rng.py",
+        "kit/simulated_npu/simulated/torch_npu/_rng.py",
         "        GENERATOR.set_state(cpu.get_state())\n",
         "        pass\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
@@ -370,7 +388,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: a deep copy of an npu tensor shares the original's memory",
-        "npu_shim/testing/simulated/torch_npu/_tensor.py",
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
         "        copied = NpuTensor(self._inner.detach().clone(), requires_grad=self.requires_grad)\n",
         "        copied = NpuTensor(self._inner.detach(), requires_grad=self.requires_grad)\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
@@ -378,7 +396,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: an in-place view op (t_) given back by identity, its wrapper's sizes left as they were",
-        "npu_shim/testing/simulated/torch_npu/_tensor.py",
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
         "        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
         "        if info.read_only_alias_match_indexes:\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
@@ -386,7 +404,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: a view's result taken as fresh, its storage not made its base's",
-        "npu_shim/testing/simulated/torch_npu/_tensor.py",
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
         "        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
         "        if info.is_inplace_view_op:\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
@@ -394,7 +412,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: resize_ of an npu tensor to another size let through to torch's metadata pass",
-        "npu_shim/testing/simulated/torch_npu/_tensor.py",
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
         "    if tuple(size) != tuple(self.shape):\n",
         "    if False:\n",
         "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
@@ -402,7 +420,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: MindSpeed's fusion attention delimits packed sequences by their unpadded starts",
-        "npu_shim/testing/simulated/mindspeed/compute.py",
+        "kit/simulated_npu/simulated/mindspeed/compute.py",
         '        starts_q = getattr(packed_seq_params, "cu_seqlens_q_padded", None)\n'
         '        starts_kv = getattr(packed_seq_params, "cu_seqlens_kv_padded", None)\n',
         "        starts_q = starts_kv = None\n",
@@ -485,7 +503,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: an op mixing an npu tensor with a one-element 1-d CPU tensor accepted",
-        "npu_shim/testing/simulated/torch_npu/_device_rules.py",
+        "kit/simulated_npu/simulated/torch_npu/_device_rules.py",
         '    if tensor.dim() > 0 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
         '    if tensor.numel() > 1 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
         "the unit layer has no torch; tests/kit/test_device_rules.py::"
@@ -493,7 +511,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: FusedAdam's step ignores a restored parameter group (the step counted on the optimizer)",
-        "npu_shim/testing/simulated/mindspeed/core/optimizer/adamw.py",
+        "kit/simulated_npu/simulated/mindspeed/core/optimizer/adamw.py",
         '        count = int(group["step"]) + 1 if "step" in group else 1\n',
         '        self._count = count = getattr(self, "_count", 0) + 1\n',
         "the unit layer has no torch; tests/kit/test_device_rules.py::"
@@ -501,7 +519,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: compute mode on any torch, untested",
-        "npu_shim/testing/simulated/torch_npu/_torch_version.py",
+        "kit/simulated_npu/simulated/torch_npu/_torch_version.py",
         "    if _major_minor(torch_version) in SUPPORTED:\n",
         "    if True:\n",
         "the unit layer has no torch; tests/kit/test_torch_version.py::"
@@ -509,7 +527,7 @@ MUTATIONS = [
     ),
     Mutation(
         "kit: the refusal raised as an Exception while torch imports (torch's autoload error is then the last line)",
-        "npu_shim/testing/simulated/torch_npu/_torch_version.py",
+        "kit/simulated_npu/simulated/torch_npu/_torch_version.py",
         "        raise SystemExit(message)",
         "        raise UnsupportedTorch(message)",
         "the unit layer has no torch; tests/kit/test_torch_version.py::"

@@ -134,7 +134,7 @@ def run_ranks(
     """The child program ``child`` (a file) in ``world_size`` interpreters at once, one per rank (``env_of_rank(rank,
     port)``, which gives each RANK and MASTER_PORT), each printing a JSON report last: the reports, by rank. A port
     race is retried."""
-    from npu_shim.testing import free_port
+    from simulated_npu import free_port
 
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = str(free_port())

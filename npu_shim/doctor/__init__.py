@@ -67,10 +67,11 @@ where verl looks up NPU engines).
   is what the shim would do there: ``"apply"``, ``"native"``, ``"not applicable"`` or ``"unrecognised"``
 - ``unrecognised``: list of ``{"fix": str, "breaks_critic": bool}``, the fixes whose verdict (or
   ``would``) is ``"unrecognised"``, and whether a Megatron critic on an NPU then fails
-- ``mindspeed``: ``{"repatch_importable": bool, "simulated": bool,
+- ``mindspeed``: ``{"repatch_importable": bool, "source": str|None,
   "batch_invariant_attention": bool|None, "context_parallel_wrapper": bool|None, "meaning": [str]}``:
   what this MindSpeed line offers verl (None: could not tell), and what that means for the verl seen;
-  ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch``
+  ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch``; ``source`` the folder the
+  imported ``mindspeed`` package came from (None: not imported)
 - ``mindspeed_installed`` (bool): whether a ``mindspeed`` package is found there at all (found, not imported)
 - ``mindspeed_import_error``: ``{"module": str, "error": str, "missing": str|None}|None``: where verl's
   MindSpeed engine module bound no ``repatch`` and a ``mindspeed`` package is installed, the probe imports
@@ -98,7 +99,8 @@ where verl looks up NPU engines).
   no ``vanilla_mbridge``, 0.6.x), and, where that is Megatron-Bridge and verl's Megatron engine imported, how
   the probe's import of ``verl.models.mcore.bridge`` (verl's own import of ``megatron.bridge``) failed, with both ways
   out in ``meaning``. Not None where verl looks up npu engines: ``"problem"`` (verl #6931)
-- ``torch_npu``: ``{"loaded": bool, "importable": bool, "simulated": bool|None}``
+- ``torch_npu``: ``{"loaded": bool, "importable": bool, "version": str|None}``: ``version`` is the loaded
+  torch_npu's ``__version__`` (a real one names the torch it was built for; None: not loaded)
 - ``device`` (str|None): ``verl.utils.device.get_device_name()``
 - ``engine_device`` (str|None): the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9)
 - ``registry``: list of ``{"model_type", "backend", "device", "vendor", "class", "origin", "patched"}``;

@@ -95,7 +95,7 @@ def empty() -> dict[str, Any]:
     """The ``mindspeed`` section when verl's engine package did not import: nothing could be read."""
     return {
         "repatch_importable": False,
-        "simulated": False,
+        "source": None,
         "batch_invariant_attention": None,
         "context_parallel_wrapper": None,
         "meaning": [],
@@ -111,6 +111,12 @@ def _transformer_engine_failure() -> dict[str, Any] | None:
     return import_or_failure(TRANSFORMER_ENGINE)[1]
 
 
+def _package_folder(package: Any) -> str | None:
+    """Where an imported package came from (which MindSpeed of several on the path verl got)."""
+    locations = list(getattr(getattr(package, "__spec__", None), "submodule_search_locations", None) or ())
+    return locations[0] if locations else None
+
+
 def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
     """What this MindSpeed offers verl, and what that means here: the report's keys ``mindspeed`` and :data:`NOT_TRIED`.
 
@@ -124,7 +130,7 @@ def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
     adaptor = sys.modules.get("mindspeed.megatron_adaptor")
     result: dict[str, Any] = {
         "repatch_importable": repatch is not None,
-        "simulated": bool(getattr(adaptor, "SIMULATED", False)),
+        "source": _package_folder(sys.modules.get("mindspeed")),
         "batch_invariant_attention": mindspeed_line.has_batch_invariant_attention(),
         "context_parallel_wrapper": None,
         "meaning": [],

@@ -30,7 +30,7 @@ def _route_text(route: dict[str, Any]) -> str:
 
 def _torch_npu_text(torch_npu: dict[str, Any]) -> str:
     if torch_npu["loaded"]:
-        return "loaded" + (" (SIMULATED stand-in)" if torch_npu["simulated"] else "")
+        return "loaded" + (f" ({torch_npu['version']})" if torch_npu["version"] else "")
     return "importable, not loaded" if torch_npu["importable"] else "not installed"
 
 
@@ -51,7 +51,9 @@ def _repatch_text(report: dict[str, Any]) -> str:
     # The field is about verl's binding (what verl calls), which can be missing while MindSpeed imports fine.
     mindspeed = report["mindspeed"]
     if mindspeed["repatch_importable"]:
-        return "bound by verl's MindSpeed engine module" + (" (SIMULATED stand-in)" if mindspeed["simulated"] else "")
+        return "bound by verl's MindSpeed engine module" + (
+            f" (mindspeed from {mindspeed['source']})" if mindspeed["source"] else ""
+        )
     if not report.get("mindspeed_installed"):
         return "not bound by verl: MindSpeed is not installed here"
     failure = report.get("mindspeed_import_error")

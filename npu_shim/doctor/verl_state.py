@@ -231,7 +231,8 @@ def _torch_npu() -> dict[str, Any]:
     return {
         "loaded": module is not None,
         "importable": module is not None or found("torch_npu"),
-        "simulated": None if module is None else bool(getattr(module, "SIMULATED", False)),
+        # A real torch_npu's release names the torch it was built for (2.6.0.post3); a stand-in's says so.
+        "version": None if module is None else str(getattr(module, "__version__", None) or "") or None,
     }
 
 

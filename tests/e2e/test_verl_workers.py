@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from helpers import ROOT, clean_env, port_race, run_in_session, run_python_file
 
-from npu_shim.testing import ray_npu_resources, read_repatch_log, simulated_npu_env, tiny_model_dir
+from simulated_npu import ray_npu_resources, read_repatch_log, simulated_npu_env, tiny_model_dir
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 AFFECTED = VERL in ("0.6.1", "0.7.1")

@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, sys.argv[1])
-from npu_shim.testing import simulate_npu
+from simulated_npu import simulate_npu
 
 simulate_npu()
 import torch  # noqa: E402

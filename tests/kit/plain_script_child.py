@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, sys.argv[1])
-from npu_shim.testing import simulate_npu, simulated_npu_env
+from simulated_npu import simulate_npu, simulated_npu_env
 
 simulate_npu()
 from verl.utils.device import get_device_name  # noqa: E402

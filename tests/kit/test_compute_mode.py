@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from helpers import clean_env, run_python_file
 
-from npu_shim.testing import simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 TOLERANCE = 1e-5  # float32 inputs; the kernels under test run softmax in float32 too
 HERE = Path(__file__).parent
@@ -114,7 +114,7 @@ def test_default_mode_is_unchanged(variable):
     assert report["device_count"] == 0, "verl's set_random_seed would reach Megatron's CUDA RNG tracker"
     assert report["compute"] is False
     for name in ("npu_fusion_attention", "npu_rms_norm"):
-        assert report[name] == f"torch_npu.{name}: simulated NPU (npu_shim.testing), no kernel to run"
+        assert report[name] == f"torch_npu.{name}: simulated NPU (simulated_npu), no kernel to run"
     assert "needs compute mode" in report["transfer_to_npu"]
 
 
@@ -148,6 +148,6 @@ def test_core_r0_18_needs_megatron_adaptor_which_does_the_basics_for_the_whole_p
         "megatron_first": [],  # mindspeed imported it first thing, before anything imported Megatron
         "cuda_lands_on": "npu:0",
         "fused_adam": "mindspeed.core.optimizer.adamw.AdamW",
-        "wgrad_fusion": "SIMULATED by npu_shim.testing's MegatronAdaptor stand-in: not Apex's",
+        "wgrad_fusion": "SIMULATED by simulated_npu's MegatronAdaptor stand-in: not Apex's",
         "compile_after_repatch": True,  # MA's, not a MindSpeed patch that repatch removes and re-applies
     }

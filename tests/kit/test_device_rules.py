@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from helpers import clean_env, run_in_session
 
-from npu_shim.testing import simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 CHILD = Path(__file__).with_name("device_rules_child.py")
 SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices"

@@ -1,4 +1,4 @@
-"""The MindSpeed stand-in of npu_shim.testing, held to MindSpeed's behaviour on the real megatron-core.
+"""The MindSpeed stand-in of simulated_npu, held to MindSpeed's behaviour on the real megatron-core.
 
 If one of these fails, the kit (not the shim) has regressed: the matrix tests lean on
 each property below to tell a repatch that works from one that only looks right.
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from helpers import PORT_ATTEMPTS, clean_env, port_race
 
-from npu_shim.testing import free_port, simulated_npu_env
+from simulated_npu import free_port, simulated_npu_env
 
-pytest_plugins = ["npu_shim.testing.pytest_plugin"]
+pytest_plugins = ["simulated_npu.pytest_plugin"]
 
 BATCH_INVARIANT = {"use_flash_attn": True, "use_flash_attn_npu_batch_invariant": True}
 
@@ -43,7 +43,7 @@ def megatron(repatch_calls):  # repatch_calls: the stand-in starts, and is left,
         original_initialize=original[0],
         original_forward=original[1],
     )
-    from npu_shim.testing import fresh_mindspeed
+    from simulated_npu import fresh_mindspeed
 
     fresh_mindspeed()
     assert (parallel_state.initialize_model_parallel, DotProductAttention.forward.__wrapped__) == original
@@ -53,7 +53,7 @@ def megatron(repatch_calls):  # repatch_calls: the stand-in starts, and is left,
 def on_a_ring_line(megatron):
     """For the tests that watch MindSpeed's CP wrapper: a line that has it, whatever line this process started as
     (``core_r0.18.0`` in the environment of Megatron 0.18, which has none)."""
-    from npu_shim.testing import fresh_mindspeed, mindspeed_line
+    from simulated_npu import fresh_mindspeed, mindspeed_line
 
     started = mindspeed_line()
     fresh_mindspeed("core_r0.16.0")
@@ -202,7 +202,7 @@ def attention() -> tuple[str, str]:
 
 @pytest.fixture
 def line(request, megatron):
-    from npu_shim.testing import fresh_mindspeed
+    from simulated_npu import fresh_mindspeed
 
     fresh_mindspeed(request.param)
     return request.param
@@ -211,7 +211,7 @@ def line(request, megatron):
 def test_the_kit_lists_every_line_the_stand_in_simulates(simulated_npu):
     from mindspeed.lines import LINES as SIMULATED
 
-    from npu_shim.testing import MINDSPEED_LINES
+    from simulated_npu import MINDSPEED_LINES
 
     assert sorted(MINDSPEED_LINES) == sorted(SIMULATED)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from helpers import clean_env, run_python_file, run_ranks
 
-from npu_shim.testing import free_port, simulated_npu_env
+from simulated_npu import free_port, simulated_npu_env
 
 TOLERANCE = 1e-5  # float32 inputs; the kernels under test run in float32 too
 MEGATRON_0_12 = version("megatron-core").startswith("0.12.")

@@ -1,4 +1,4 @@
-"""npu_shim.testing, the simulated-NPU kit, used as documented: pytest fixtures and a plain script."""
+"""simulated_npu, the simulated-NPU kit, used as documented: pytest fixtures and a plain script."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from helpers import PORT_ATTEMPTS, ROOT, clean_env, port_race, run_python_file
 
-from npu_shim.testing import free_port, read_repatch_log, simulated_npu_env
+from simulated_npu import free_port, read_repatch_log, simulated_npu_env
 
-pytest_plugins = ["npu_shim.testing.pytest_plugin"]
+pytest_plugins = ["simulated_npu.pytest_plugin"]
 HERE = Path(__file__).parent  # the plain scripts: plain_script_child.py, hccl_process_group_child.py
 
 

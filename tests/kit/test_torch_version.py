@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import clean_env, run_in_session
 
-from npu_shim.testing import simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 CHILD = Path(__file__).with_name("torch_version_child.py")
 AUTOLOAD_CHILD = Path(__file__).with_name("autoload_refusal_child.py")
@@ -28,7 +28,7 @@ def import_on(torch_version: str, **env: str) -> tuple[dict, str]:
 
 def test_the_installed_torch_is_a_tested_one_and_the_stand_in_follows_it():
     report, stderr = import_on(str(torch.__version__))
-    assert report["import"] == ["ran", f"{RELEASE}+npu_shim.simulated"], "torch's release, marked as simulated"
+    assert report["import"] == ["ran", f"{RELEASE}+simulated"], "torch's release, marked as simulated"
     assert report["computes"] == 6.0
     assert "NPU_SHIM_SIM_ANY_TORCH" not in stderr
 
@@ -36,7 +36,7 @@ def test_the_installed_torch_is_a_tested_one_and_the_stand_in_follows_it():
 @pytest.mark.parametrize("tested", ["2.10.0+cu128", "2.10.1", "2.13.0+cpu", "2.13.2"])
 def test_compute_mode_takes_each_tested_torch_and_the_version_follows_it(tested):
     report, stderr = import_on(tested)
-    assert report["import"] == ["ran", f"{tested.partition('+')[0]}+npu_shim.simulated"]
+    assert report["import"] == ["ran", f"{tested.partition('+')[0]}+simulated"]
     assert "NPU_SHIM_SIM_ANY_TORCH" not in stderr
 
 
@@ -63,6 +63,6 @@ def test_where_torch_loads_the_kit_the_refusal_is_the_last_line_not_torchs_autol
 
 def test_a_variable_tries_another_torch_with_a_warning():
     report, stderr = import_on("2.14.0+cpu", NPU_SHIM_SIM_ANY_TORCH="1")
-    assert report["import"] == ["ran", "2.14.0+npu_shim.simulated"], "the version follows the torch it runs on"
+    assert report["import"] == ["ran", "2.14.0+simulated"], "the version follows the torch it runs on"
     assert report["computes"] == 6.0
     assert "this is torch 2.14.0+cpu: trying it anyway (NPU_SHIM_SIM_ANY_TORCH is on)" in stderr

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from helpers import clean_env, run_python_file, run_ranks
 
-from npu_shim.testing import simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 pytestmark = pytest.mark.skipif(
     not version("megatron-core").startswith("0.18."), reason="core_r0.18.0's Megatron is 0.18 (the kit beside 0.18)"
 )
 LINE = "core_r0.18.0"
 TOLERANCE = 1e-5  # float32 throughout
-VERSION = "2.9.0+npu_shim.simulated"
+VERSION = "2.9.0+simulated"
 HERE = Path(__file__).parent
 
 
@@ -38,7 +38,7 @@ def test_with_tenpu_megatron_has_transformer_engine_and_mindspeed_puts_its_norm_
     report = run_child("tenpu_what_megatron_sees_child.py")
     assert report == {
         "have_te": True,
-        "te_version": "2.9.0+npu.shim.simulated",  # packaging's normal form of VERSION
+        "te_version": "2.9.0+simulated",  # packaging's normal form of VERSION
         "distribution": VERSION,  # package metadata, as Megatron's fallback reads it
         "spec_provider": "megatron.core.extensions.transformer_engine_spec_provider",  # Megatron's own
         "norm": "mindspeed.compute.PTNorm",  # MindSpeed 0.18's npu-enhancement, force-patched over TENorm

@@ -8,7 +8,7 @@ import time whether there is an NPU) and by ``demo.py``. Modes:
 - ``import-before``: ``import npu_shim`` before verl;
 - ``import-after``: ``import npu_shim`` after ``verl.workers.engine``.
 
-The simulated NPU (``npu_shim.testing``'s stand-ins) must be on PYTHONPATH.
+The simulated NPU (``simulated_npu``'s stand-ins) must be on PYTHONPATH.
 
 ``probe.py MODE OUT`` runs on one gloo rank. ``probe.py MODE OUT --rank R
 --world-size 2`` (with MASTER_ADDR/MASTER_PORT set, one process per rank) builds
@@ -49,11 +49,10 @@ def verl_files_digest() -> str:
 
 
 def testing_kit() -> Any:
-    """``npu_shim.testing`` loaded from its file (standard library only): npu_shim is not on sys.path in every mode."""
-    spec = importlib.util.spec_from_file_location("npu_shim_testing_kit", ROOT / "npu_shim" / "testing" / "__init__.py")
-    kit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(kit)
-    return kit
+    """The kit, installed in the environment as a user installs it (``pip install ./kit``, noxfile)."""
+    import simulated_npu
+
+    return simulated_npu
 
 
 def start(
@@ -125,7 +124,7 @@ def qualified(cls: Any) -> str:
 def fresh_mindspeed() -> list[dict[str, Any]]:
     """The MindSpeed stand-in as a new process has it; its (emptied) list of repatch calls.
 
-    Used directly rather than through npu_shim.testing: npu_shim is not on sys.path in every mode.
+    Used directly rather than through simulated_npu: npu_shim is not on sys.path in every mode.
     """
     import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)
 

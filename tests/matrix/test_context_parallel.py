@@ -8,7 +8,7 @@ attention, so batch-invariant attention (``core_r0.16.0``) is the only ``forward
 replacement and nothing is refused, with or without the shim. Each activation runs probe.py as
 two rank processes that build both engines with CP=2, MindSpeed put back as a
 fresh process has it before each build; real verl, real megatron-core, the
-MindSpeed stand-in of npu_shim.testing.
+MindSpeed stand-in of simulated_npu.
 """
 
 from __future__ import annotations

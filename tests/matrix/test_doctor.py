@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from helpers import doctor, fixes_by_release, matrix_column
 
-from npu_shim.testing import simulated_npu_env  # a module of npu_shim: the shim stays inactive here
+from simulated_npu import SIMULATED_DIR, simulated_npu_env
+
+TORCH_RELEASE = importlib.metadata.version("torch").partition("+")[0]  # what the stand-in torch_npu reports, marked
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUE_KEY = ("value_model", "megatron", "npu")
@@ -119,9 +121,10 @@ def test_sees_verl_and_the_simulated_npu(case: str, request: pytest.FixtureReque
     assert report["verl"]["error"] is None
     assert report["device"] == "npu"
     assert report["engine_device"] == "npu"
-    assert report["torch_npu"] == {"loaded": True, "importable": True, "simulated": True}
+    # The kit's stand-ins, told apart by what the doctor reports of any torch_npu and MindSpeed
+    assert report["torch_npu"] == {"loaded": True, "importable": True, "version": f"{TORCH_RELEASE}+simulated"}
     mindspeed = report["mindspeed"]
-    assert mindspeed["simulated"] is True
+    assert Path(mindspeed["source"]) == Path(SIMULATED_DIR, "mindspeed")
     found = (
         mindspeed["repatch_importable"],
         mindspeed["batch_invariant_attention"],

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, run_in_session, run_python_file
 
-from npu_shim.testing import MEGATRON_ADAPTOR_DIR, simulated_npu_env
+from simulated_npu import MEGATRON_ADAPTOR_DIR, simulated_npu_env
 
 # No verl is imported: once beside Megatron 0.18 (MegatronAdaptor's line) and once beside 0.16.1 (on verl 0.7.1).
 MEGATRON = importlib.metadata.version("megatron-core")

@@ -22,7 +22,7 @@ import pytest
 from helpers import ROOT, clean_env, doctor, pyenv_python
 
 from npu_shim.recognition import known_code
-from npu_shim.testing import simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 INSTALLED = Path(next(iter(importlib.util.find_spec("verl").submodule_search_locations)))

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, clean_env, fixes_by_release, matrix_column, run_in_session, run_python_file
 
-from npu_shim.testing import simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 SEQ_LEN = 8192  # S: 0.8.0's transient is 8 * S^2 bytes, 512 MiB here

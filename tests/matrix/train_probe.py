@@ -703,7 +703,7 @@ def as_a_new_job() -> None:
     """Between two layouts in one process: Megatron's parallel state torn down, MindSpeed as a new process has it.
 
     One process pair for several layouts costs one import of verl instead of one per layout. Only with
-    npu_shim.testing's MindSpeed stand-in (the real one cannot be put back: one layout per process there), and
+    simulated_npu's MindSpeed stand-in (the real one cannot be put back: one layout per process there), and
     not on megatron-core 0.12 (its destroy_model_parallel leaves the position-embedding ranks behind, and the
     next pipeline-parallel layout's gradients reduce over a group that is gone).
     """

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from helpers import ROOT, clean_env
 
-from npu_shim.testing import free_port
+from simulated_npu import free_port
 
 ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from helpers import ROOT, clean_env, run_in_session
 
-from npu_shim.testing import simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 DRIVER = Path(__file__).with_name("megatron_task_driver_child.py")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helpers import ROOT, clean_env, run_in_session
 
-from npu_shim.testing import SIMULATED_DIR
+from simulated_npu import SIMULATED_DIR
 
 DRIVER = Path(__file__).with_name("runtime_env_driver_child.py")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, clean_env, run_in_session
 
-from npu_shim.testing import SIMULATED_DIR
+from simulated_npu import SIMULATED_DIR
 
 DRIVER = Path(__file__).with_name("verl_route_driver_child.py")  # its argument: the job's runtime_env, if any
 

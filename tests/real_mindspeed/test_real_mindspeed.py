@@ -193,7 +193,7 @@ def done(result: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_real_mindspeed_ran_where_asked_and_the_stand_in_elsewhere(runs, source):
     """The comparison compares two different MindSpeeds: the real source tree, and the kit's stand-in."""
-    from npu_shim.testing import SIMULATED_DIR
+    from simulated_npu import SIMULATED_DIR
 
     for name, report in reports_of(runs):
         assert report["torch_npu_simulated"] and report["device"] == "npu", name

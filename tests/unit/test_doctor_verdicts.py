@@ -75,7 +75,7 @@ NO_REPATCH = (
     "reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's own command-line flags"
 )
 # The `mindspeed` section's keys, as before: what was found about verl's binding is in keys of its own.
-MINDSPEED_KEYS = {"repatch_importable", "simulated", "batch_invariant_attention", "context_parallel_wrapper", "meaning"}
+MINDSPEED_KEYS = {"repatch_importable", "source", "batch_invariant_attention", "context_parallel_wrapper", "meaning"}
 ADAPTOR_MISSING = {
     "module": "mindspeed.megatron_adaptor",
     "error": "ModuleNotFoundError: No module named 'megatron_adaptor'",

@@ -40,14 +40,14 @@ print(json.dumps([{SHIM_VIA}, os.environ.get("PYTHONPATH"),
 @pytest.mark.parametrize(
     "imports",
     [
-        "from npu_shim.testing import simulate_npu, simulated_npu_env",
-        "import npu_shim.testing",
+        "from npu_shim.doctor import collect",
+        "import npu_shim.names",
         "from npu_shim.fixes.shared_repatch import mindspeed_repatch",
         "import importlib; importlib.import_module('npu_shim.layout')",
     ],
 )
 def test_importing_a_module_of_npu_shim_by_its_name_activates_nothing(tmp_path, imports):
-    """The kit, or the fixes' constants: a test process (or a user's CI) keeps its baseline without the shim."""
+    """The doctor, or the fixes' constants: a test process (or a user's CI) keeps its baseline without the shim."""
     code = f"import sys; sys.path.insert(0, {str(ROOT)!r})\n{imports}\n" + STATE
     assert json.loads(run_python(code, clean_env(["/mine"]), cwd=tmp_path).stdout) == [None, "/mine", False]
 
@@ -56,9 +56,9 @@ def test_importing_a_module_of_npu_shim_by_its_name_activates_nothing(tmp_path, 
     ("imports", "via"),
     [
         ("import npu_shim", "import"),
-        ("from npu_shim import testing", "import"),  # imports the package first: the route
-        ("import npu_shim.testing\nimport npu_shim", None),  # the package was already loaded, inactive
-        ("import npu_shim.testing\nimport npu_shim\nnpu_shim.activate()", "import"),
+        ("from npu_shim import names", "import"),  # imports the package first: the route
+        ("import npu_shim.names\nimport npu_shim", None),  # the package was already loaded, inactive
+        ("import npu_shim.names\nimport npu_shim\nnpu_shim.activate()", "import"),
     ],
 )
 def test_importing_the_package_is_the_route(tmp_path, imports, via):
@@ -131,7 +131,6 @@ def test_installed_package_ships_a_bootstrap_dir(installed_shim, synthetic, tmp_
         check=True,
     ).stdout.strip()
     assert out == str(site / "npu_shim" / "bootstrap")
-    assert (site / "npu_shim" / "testing" / "simulated" / "torch_npu" / "__init__.py").is_file()
     run = run_python(CHILD_RESOLVES, clean_env([out, site, synthetic("0.7.1")]), cwd=tmp_path)
     assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
 

@@ -1,0 +1,86 @@
+"""Two distributions from one checkout: the shim (``npu-shim``) and its test kit (``simulated-npu``, ``kit/``).
+
+The shim's wheel holds the shim alone (it runs beside a real torch_npu and MindSpeed); the kit's builds on its own and
+says in its metadata which torch its compute mode is tested on.
+"""
+
+from __future__ import annotations
+
+import ast
+import email
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from helpers import ROOT
+from pip._vendor.packaging.specifiers import SpecifierSet  # the unit environment has no packaging of its own
+
+KIT = ROOT / "kit"
+STAND_INS = {"torch_npu", "torchair", "mindspeed", "megatron_adaptor", "transformer_engine"}
+
+
+def test_the_shims_wheel_holds_no_kit_file(installed_shim):
+    _, site = installed_shim
+    shipped = {path.relative_to(site).parts[0] for path in site.rglob("*")}
+    assert "npu_shim" in shipped, "the installed shim is read"
+    assert shipped & (STAND_INS | {"simulated_npu"}) == set()
+    assert [path for path in (site / "npu_shim").rglob("*") if "simulated" in path.name] == []
+
+
+def build_kit_wheel(directory: Path) -> zipfile.ZipFile:
+    """The kit's wheel, built from a copy of kit/ alone (so that it can need nothing else of the checkout)."""
+    source = directory / "simulated-npu-source"
+    shutil.copytree(KIT, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(directory)]
+    subprocess.run([*command, str(source)], check=True, capture_output=True, text=True, timeout=300)
+    (wheel,) = directory.glob("simulated_npu-*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def supported_torch() -> tuple[tuple[int, int], ...]:
+    """The torch releases compute mode is tested on, read from the stand-in's source (the unit layer has no torch)."""
+    source = (KIT / "simulated_npu" / "simulated" / "torch_npu" / "_torch_version.py").read_text("utf-8")
+    (value,) = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign) and [getattr(target, "id", None) for target in node.targets] == ["SUPPORTED"]
+    ]
+    return ast.literal_eval(value)
+
+
+def test_the_kits_wheel_builds_alone_with_its_stand_ins_and_their_metadata(tmp_path):
+    wheel = build_kit_wheel(tmp_path)
+    names = set(wheel.namelist())
+    assert {name.split("/")[0] for name in names} == {"simulated_npu", "simulated_npu-0.1.0.dist-info"}
+    for stand_in in (
+        "simulated/torch_npu/__init__.py",
+        "simulated/torch_npu/contrib/transfer_to_npu.py",
+        "simulated/torchair/__init__.py",
+        "simulated/mindspeed/megatron_adaptor.py",
+        "simulated/torch_npu-0.0.0+simulated.dist-info/entry_points.txt",  # `import torch` loads the stand-in
+        "simulated_megatron_adaptor/megatron_adaptor/__init__.py",
+        "simulated_transformer_engine_npu/transformer_engine/pytorch/module.py",
+        "simulated_transformer_engine_npu/transformer_engine-2.9.0+simulated.dist-info/METADATA",
+        "pytest_plugin.py",
+    ):
+        assert f"simulated_npu/{stand_in}" in names
+    in_checkout = {path.relative_to(KIT).as_posix() for path in (KIT / "simulated_npu").rglob("*.py")}
+    assert in_checkout <= names, "every module of the kit ships"
+
+
+def test_the_kits_metadata_states_the_torch_it_supports(tmp_path):
+    wheel = build_kit_wheel(tmp_path)
+    metadata = email.message_from_bytes(wheel.read("simulated_npu-0.1.0.dist-info/METADATA"))
+    (torch,) = [line for line in metadata.get_all("Requires-Dist") if line.startswith("torch")]
+    admitted = SpecifierSet(torch.removeprefix("torch"))
+    supported = supported_torch()
+    assert supported == ((2, 10), (2, 13)), "the releases the kit's tests run on (noxfile)"
+    for major, minor in supported:
+        assert admitted.contains(f"{major}.{minor}.0") and admitted.contains(f"{major}.{minor}.9")
+        assert admitted.contains(f"{major}.{minor}.0+cpu", prereleases=False)
+    for untested in ("2.9.1", "2.11.0", "2.12.0", "2.14.0", "3.0.0"):
+        assert not admitted.contains(untested), untested
+    assert metadata["Name"] == "simulated-npu"
+    assert "npu-shim" not in " ".join(metadata.get_all("Requires-Dist")), "the kit needs nothing of the shim"
