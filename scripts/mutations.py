@@ -260,7 +260,7 @@ MUTATIONS = [
     Mutation(
         "distributions: the doctor reads the kit's mark instead of torch_npu's version",
         "npu_shim/doctor/verl_state.py",
-        'str(getattr(module, "__version__", None) or "") or None',
+        'str(version) if (version := getattr(module, "__version__", None)) else None',
         'bool(getattr(module, "SIMULATED", False))',
     ),
     Mutation(

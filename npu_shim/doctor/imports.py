@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 from types import ModuleType
 from typing import Any
@@ -18,3 +19,10 @@ def import_or_failure(module: str) -> tuple[ModuleType | None, dict[str, Any] | 
     except Exception as error:
         missing = error.name if isinstance(error, ModuleNotFoundError) else None
         return None, {"module": module, "error": f"{type(error).__name__}: {error}", "missing": missing}
+
+
+def package_folder(package: ModuleType | None) -> str | None:
+    """The folder an imported package came from (which verl or MindSpeed of several on the path this is); None where
+    it is not imported or has no file (a namespace package)."""
+    file = getattr(package, "__file__", None)
+    return os.path.dirname(os.path.abspath(file)) if file else None

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from npu_shim import megatron_first, mindspeed_line
-from npu_shim.doctor.imports import import_or_failure
+from npu_shim.doctor.imports import import_or_failure, package_folder
 from npu_shim.fixes import shared_repatch
 from npu_shim.found import found
 from npu_shim.layout import VerlLayout
@@ -111,12 +111,6 @@ def _transformer_engine_failure() -> dict[str, Any] | None:
     return import_or_failure(TRANSFORMER_ENGINE)[1]
 
 
-def _package_folder(package: Any) -> str | None:
-    """Where an imported package came from (which MindSpeed of several on the path verl got)."""
-    locations = list(getattr(getattr(package, "__spec__", None), "submodule_search_locations", None) or ())
-    return locations[0] if locations else None
-
-
 def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
     """What this MindSpeed offers verl, and what that means here: the report's keys ``mindspeed`` and :data:`NOT_TRIED`.
 
@@ -130,7 +124,7 @@ def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
     adaptor = sys.modules.get("mindspeed.megatron_adaptor")
     result: dict[str, Any] = {
         "repatch_importable": repatch is not None,
-        "source": _package_folder(sys.modules.get("mindspeed")),
+        "source": package_folder(sys.modules.get("mindspeed")),
         "batch_invariant_attention": mindspeed_line.has_batch_invariant_attention(),
         "context_parallel_wrapper": None,
         "meaning": [],

@@ -21,6 +21,7 @@ import npu_shim
 from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, fix_names, watched_modules
 from npu_shim.changes import ChangeSet
 from npu_shim.doctor import bridge_state, mindspeed_state
+from npu_shim.doctor.imports import package_folder
 from npu_shim.doctor.routes import names_at_fault
 from npu_shim.fixes import lm_engine_repatch, mindspeed_line_repatch, value_engine
 from npu_shim.found import found
@@ -232,7 +233,7 @@ def _torch_npu() -> dict[str, Any]:
         "loaded": module is not None,
         "importable": module is not None or found("torch_npu"),
         # A real torch_npu's release names the torch it was built for (2.6.0.post3); a stand-in's says so.
-        "version": None if module is None else str(getattr(module, "__version__", None) or "") or None,
+        "version": str(version) if (version := getattr(module, "__version__", None)) else None,
     }
 
 
@@ -328,7 +329,7 @@ def collect(verl_import_error: str | None = None) -> dict[str, Any]:
                 importable=True,
                 installed=True,
                 version=str(getattr(verl, "__version__", None)),
-                path=os.path.dirname(os.path.abspath(getattr(verl, "__file__", None) or "")) or None,
+                path=package_folder(verl),
             )
             try:
                 engine_package = importlib.import_module(ENGINE_PACKAGE)
