@@ -12,8 +12,8 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
+import pytest
 from helpers import ROOT
 from pip._vendor.packaging.specifiers import SpecifierSet  # the unit environment has no packaging of its own
 
@@ -29,8 +29,10 @@ def test_the_shims_wheel_holds_no_kit_file(installed_shim):
     assert [path for path in (site / "npu_shim").rglob("*") if "simulated" in path.name] == []
 
 
-def build_kit_wheel(directory: Path) -> zipfile.ZipFile:
-    """The kit's wheel, built from a copy of kit/ alone (so that it can need nothing else of the checkout)."""
+@pytest.fixture(scope="module")
+def kit_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    """The kit's wheel, built once from a copy of kit/ alone (so that it can need nothing else of the checkout)."""
+    directory = tmp_path_factory.mktemp("kit-wheel")
     source = directory / "simulated-npu-source"
     shutil.copytree(KIT, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(directory)]
@@ -50,8 +52,8 @@ def supported_torch() -> tuple[tuple[int, int], ...]:
     return ast.literal_eval(value)
 
 
-def test_the_kits_wheel_builds_alone_with_its_stand_ins_and_their_metadata(tmp_path):
-    wheel = build_kit_wheel(tmp_path)
+def test_the_kits_wheel_builds_alone_with_its_stand_ins_and_their_metadata(kit_wheel):
+    wheel = kit_wheel
     names = set(wheel.namelist())
     assert {name.split("/")[0] for name in names} == {"simulated_npu", "simulated_npu-0.1.0.dist-info"}
     for stand_in in (
@@ -70,8 +72,8 @@ def test_the_kits_wheel_builds_alone_with_its_stand_ins_and_their_metadata(tmp_p
     assert in_checkout <= names, "every module of the kit ships"
 
 
-def test_the_kits_metadata_states_the_torch_it_supports(tmp_path):
-    wheel = build_kit_wheel(tmp_path)
+def test_the_kits_metadata_states_the_torch_it_supports(kit_wheel):
+    wheel = kit_wheel
     metadata = email.message_from_bytes(wheel.read("simulated_npu-0.1.0.dist-info/METADATA"))
     (torch,) = [line for line in metadata.get_all("Requires-Dist") if line.startswith("torch")]
     admitted = SpecifierSet(torch.removeprefix("torch"))
