@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "the shim, or why none did, and what the shim did to verl. Exit status 1 when that interpreter sees an NPU "
         "and (value_model, megatron) does not resolve; 2 when the probe gave no report.",
     )
-    doctor.add_argument("--json", action="store_true", help="print one JSON object (keys: see npu_shim.doctor)")
+    doctor.add_argument("--json", action="store_true", help="print one JSON object (keys: see npu_shim.doctor.report)")
     doctor.add_argument(
         "--ray",
         nargs="?",

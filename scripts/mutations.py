@@ -284,14 +284,13 @@ MUTATIONS = [
     Mutation(
         "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
         "npu_shim/doctor/verl_state.py",
-        '    if breaks_critic or no_bridge or not report["value_model_megatron_resolves"]:\n',
-        '    if breaks_critic or no_bridge or (report["layout"]["id"] is not None '
-        'and not report["value_model_megatron_resolves"]):\n',
+        "    if breaks_critic or no_bridge or not lookup.resolves:\n",
+        "    if breaks_critic or no_bridge or (findings.layout.id is not None and not lookup.resolves):\n",
     ),
     Mutation(
         "doctor: an unrecognised fix without which the critic fails left out of the status",
         "npu_shim/doctor/verl_state.py",
-        '    breaks_critic = any(row["breaks_critic"] for row in report["unrecognised"])\n',
+        "    breaks_critic = any(row.breaks_critic for row in findings.unrecognised)\n",
         "    breaks_critic = False\n",
     ),
     Mutation(
@@ -299,8 +298,7 @@ MUTATIONS = [
         "npu_shim/doctor/verl_state.py",
         "    elif failure is not None:\n"
         '        module = getattr(hook, "failed_module", None) or "verl"\n'
-        '        state["reason"] = f"the shim failed while patching {module} and left it as it shipped '
-        "({state['failure']})\"\n",
+        '        reason = f"the shim failed while patching {module} and left it as it shipped ({failure_text})"\n',
         "",
     ),
     Mutation(
@@ -371,6 +369,48 @@ MUTATIONS = [
         "npu_shim/fixes/lm_engine_repatch.py",
         "        super(engine_class, self)._init_device_mesh()\n",
         "        super(type(self), self)._init_device_mesh()\n",
+    ),
+    Mutation(
+        "report: a field written under its Python name, not its JSON key (the registry's class, the routes' names)",
+        "npu_shim/doctor/report.py",
+        "    return item.metadata.get(_KEY, item.name)\n",
+        "    return item.name\n",
+    ),
+    Mutation(
+        "report: the findings written as one nested object, not beside the report's own keys",
+        "npu_shim/doctor/report.py",
+        "                data.update(to_json(inner) if inner is not None else {})\n",
+        "                data[_key(item)] = to_json(inner)\n",
+    ),
+    Mutation(
+        "report: a section that is None written as null (a report without a probe says probe: null)",
+        "npu_shim/doctor/report.py",
+        "            elif not (inner is None and item.metadata.get(_SECTION)):\n",
+        "            else:\n",
+    ),
+    Mutation(
+        "report: a merged section read back as present when none of its keys is (no probe: findings of defaults)",
+        "npu_shim/doctor/report.py",
+        "            if not _keys(inner).isdisjoint(data):",
+        "            if True:",
+    ),
+    Mutation(
+        "report: a problem exits 0",
+        "npu_shim/doctor/report.py",
+        "PROBLEM: 1,",
+        "PROBLEM: 0,",
+    ),
+    Mutation(
+        "report: a probe report another npu_shim wrote (a key missing) ends the doctor in a traceback",
+        "npu_shim/doctor/__init__.py",
+        "    except ValueError as error:",
+        "    except ZeroDivisionError as error:",
+    ),
+    Mutation(
+        "routes: a route not set up, while another works, still told to be set up",
+        "npu_shim/doctor/routes.py",
+        "        if effective not in (None, name) and not route.configured\n",
+        "        if False\n",
     ),
     Mutation(
         "doctor: a watched module that did not import named as the engine package",

@@ -220,7 +220,23 @@ def doctor(env: Mapping[str, str], cwd: Path, *args: str, python: os.PathLike[st
     except json.JSONDecodeError:
         pytest.fail(f"doctor --json printed no JSON object (exit {completed.returncode}):\n{completed.stdout}\n"
                     f"{completed.stderr}")  # fmt: skip
+    # The JSON is the typed report written out: every run checks that reading it back loses nothing.
+    assert read_report(report).to_json() == report, "the doctor's JSON does not read back as the same report"
     return DoctorRun(report, completed.returncode, completed.stderr)
+
+
+def read_report(report: Mapping[str, Any]) -> Any:
+    """The doctor's typed report (``npu_shim.doctor.report.Report``) from its ``--json`` object."""
+    from npu_shim.doctor.report import Report
+
+    return Report.from_json(report)
+
+
+def rendered(report: Mapping[str, Any]) -> str:
+    """The doctor's text of the report it printed as ``--json``."""
+    from npu_shim.doctor.render import render
+
+    return render(read_report(report))
 
 
 def run_doctor(pythonpath: Iterable[os.PathLike[str] | str], cwd: Path, *args: str, **env: str) -> tuple[Any, int]:

@@ -11,9 +11,9 @@ imports the module verl's engine imports, as the engine would, and says how that
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from npu_shim.doctor.imports import import_or_failure
+from npu_shim.doctor.report import Bridge, ImportFailure
 
 MEGATRON_BRIDGE = "Megatron-Bridge"
 MBRIDGE = "mbridge"
@@ -36,7 +36,7 @@ def default_bridge() -> str | None:
     return MBRIDGE if vanilla.default else MEGATRON_BRIDGE
 
 
-def bridge_state() -> dict[str, Any]:
+def bridge_state() -> Bridge:
     """The report's ``bridge``: the default bridge here, and how verl's import of Megatron-Bridge fails (or None).
 
     Tried only where verl's Megatron engine module imported (Megatron is installed) and the default is
@@ -46,14 +46,14 @@ def bridge_state() -> dict[str, Any]:
     failure = None
     if default == MEGATRON_BRIDGE and MEGATRON_ENGINE_MODULE in sys.modules:
         failure = import_or_failure(VERL_BRIDGE_MODULE)[1]
-    return {"default": default, "import_error": failure, "meaning": meaning(failure)}
+    return Bridge(default, failure, meaning(failure))
 
 
-def meaning(failure: dict[str, Any] | None) -> str | None:
+def meaning(failure: ImportFailure | None) -> str | None:
     """What a failed import of Megatron-Bridge means for verl's Megatron engines, and both ways out."""
     if failure is None:
         return None
-    missing = failure["missing"]
+    missing = failure.missing
     if missing in ("megatron.bridge", "megatron"):
         cause = "Megatron-Bridge is not installed"
     elif missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU that is TENPU's name
@@ -62,7 +62,7 @@ def meaning(failure: dict[str, Any] | None) -> str | None:
             "TransformerEngineNPU, module transformer_engine)"
         )
     else:
-        cause = f"`import {failure['module']}` fails: {failure['error']}"
+        cause = f"`import {failure.module}` fails: {failure.error}"
     return (
         f"verl's Megatron engines build their models through Megatron-Bridge by default (vanilla_mbridge=False), "
         f"and {cause}: every Megatron engine with verl's default config (critic and actor) fails when it is built; "

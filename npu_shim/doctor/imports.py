@@ -7,18 +7,18 @@ import importlib
 import os
 import sys
 from types import ModuleType
-from typing import Any
+
+from npu_shim.doctor.report import ImportFailure
 
 
-def import_or_failure(module: str) -> tuple[ModuleType | None, dict[str, Any] | None]:
-    """``module`` imported here, or how that failed: ``{"module", "error": "Type: message", "missing"}``, where
-    ``missing`` is the ``name`` of a ``ModuleNotFoundError`` (the module that is not installed), else None."""
+def import_or_failure(module: str) -> tuple[ModuleType | None, ImportFailure | None]:
+    """``module`` imported here, or how that failed."""
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
             return importlib.import_module(module), None
     except Exception as error:
         missing = error.name if isinstance(error, ModuleNotFoundError) else None
-        return None, {"module": module, "error": f"{type(error).__name__}: {error}", "missing": missing}
+        return None, ImportFailure(module, f"{type(error).__name__}: {error}", missing)
 
 
 def package_folder(package: ModuleType | None) -> str | None:

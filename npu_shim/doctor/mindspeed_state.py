@@ -11,10 +11,11 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from typing import Any
+from dataclasses import replace
 
 from npu_shim import megatron_first, mindspeed_line
 from npu_shim.doctor.imports import import_or_failure, package_folder
+from npu_shim.doctor.report import AdaptorOrder, ImportFailure, MindSpeedOffer, MindSpeedStack
 from npu_shim.fixes import shared_repatch
 from npu_shim.found import found
 from npu_shim.layout import VerlLayout
@@ -28,29 +29,19 @@ MEGATRON_ADAPTOR = megatron_first.MODULE  # MegatronAdaptor; their `mindspeed/__
 TRANSFORMER_ENGINE = "transformer_engine"  # TransformerEngineNPU
 INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed"
 PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
-# The report's keys for why verl bound no repatch, before anything was tried (or where nothing could be), and for
-# TransformerEngineNPU beside MegatronAdaptor (tried only where both MA and MindSpeed are installed).
-NOT_TRIED = {
-    "mindspeed_import_error": None,
-    "mindspeed_adaptor_has_repatch": None,
-    "transformer_engine_import_error": None,
-}
 
 
-def installed() -> bool:
-    """Whether a top-level ``mindspeed`` is found here; found, not imported (that could patch Megatron)."""
-    return found("mindspeed")
+def stack() -> MindSpeedStack:
+    """What of MindSpeed, MegatronAdaptor and TransformerEngineNPU (which core_r0.17.0/core_r0.18.0 need) is found
+    here; found, not imported (that could patch Megatron). Nothing tried yet: see :func:`mindspeed_state`."""
+    return MindSpeedStack(
+        mindspeed_installed=found("mindspeed"),
+        megatron_adaptor_installed=megatron_first.installed(),
+        transformer_engine_installed=found(TRANSFORMER_ENGINE),
+    )
 
 
-def dependencies() -> dict[str, bool]:
-    """Whether MegatronAdaptor and TransformerEngineNPU, which core_r0.17.0/core_r0.18.0 need, are found here."""
-    return {
-        "megatron_adaptor_installed": megatron_first.installed(),
-        "transformer_engine_installed": found(TRANSFORMER_ENGINE),
-    }
-
-
-def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> dict[str, Any]:
+def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> AdaptorOrder:
     """MegatronAdaptor before Megatron here: the report's ``megatron_adaptor``.
 
     ``activated_at_start``: how npu_shim was active when the probed interpreter started (its watcher imports MA
@@ -83,36 +74,26 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
         reason = (
             "npu_shim imports MegatronAdaptor at the first import of Megatron, in every process started as this one"
         )
-    return {
-        "installed": installed,
-        "before_megatron": installed and activated_at_start is not None and switch(megatron_first.SWITCH),
-        "megatron_first": first,
-        "reason": reason,
-    }
+    return AdaptorOrder(
+        installed=installed,
+        before_megatron=installed and activated_at_start is not None and switch(megatron_first.SWITCH),
+        megatron_first=first,
+        reason=reason,
+    )
 
 
-def empty() -> dict[str, Any]:
-    """The ``mindspeed`` section when verl's engine package did not import: nothing could be read."""
-    return {
-        "repatch_importable": False,
-        "source": None,
-        "batch_invariant_attention": None,
-        "context_parallel_wrapper": None,
-        "meaning": [],
-    }
-
-
-def _transformer_engine_failure() -> dict[str, Any] | None:
+def _transformer_engine_failure(found_here: MindSpeedStack) -> ImportFailure | None:
     """Where MegatronAdaptor and MindSpeed are installed (the three-layer lines, core_r0.17.0 and core_r0.18.0, which
     need all three), whether TransformerEngineNPU imports. Megatron's own import of it is guarded: without it Megatron
     runs with no Transformer Engine, and verl's TE-spec models and MindSpeed 0.18's norms fail only when built."""
-    if not (installed() and megatron_first.installed()):
+    if not (found_here.mindspeed_installed and found_here.megatron_adaptor_installed):
         return None
     return import_or_failure(TRANSFORMER_ENGINE)[1]
 
 
-def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
-    """What this MindSpeed offers verl, and what that means here: the report's keys ``mindspeed`` and :data:`NOT_TRIED`.
+def mindspeed_state(layout: VerlLayout, found_here: MindSpeedStack) -> tuple[MindSpeedOffer, MindSpeedStack]:
+    """What this MindSpeed offers verl and what that means here, and ``found_here`` (:func:`stack`) with why verl
+    bound no ``repatch``.
 
     ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch`` (what verl calls), not
     whether ``from mindspeed.megatron_adaptor import repatch`` works on its own. Where verl bound none and a
@@ -121,55 +102,51 @@ def mindspeed_state(layout: VerlLayout) -> dict[str, Any]:
     """
     # The `repatch` verl's own module bound: importing mindspeed here could patch Megatron out of order.
     repatch = getattr(layout.mindspeed_impl, "repatch", None)
-    adaptor = sys.modules.get("mindspeed.megatron_adaptor")
-    result: dict[str, Any] = {
-        "repatch_importable": repatch is not None,
-        "source": package_folder(sys.modules.get("mindspeed")),
-        "batch_invariant_attention": mindspeed_line.has_batch_invariant_attention(),
-        "context_parallel_wrapper": None,
-        "meaning": [],
-    }
-    if adaptor is not None:  # verl imported MindSpeed already: reading one more of its modules patches nothing
+    context_parallel_wrapper = None
+    if sys.modules.get(ADAPTOR) is not None:  # verl imported MindSpeed already: one more module patches nothing
         try:
             cp_utils = importlib.import_module("mindspeed.core.context_parallel.model_parallel_utils")
-            result["context_parallel_wrapper"] = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
+            context_parallel_wrapper = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
         except Exception as error:
             logger.debug("MindSpeed's context-parallel utilities did not import: %s: %s", type(error).__name__, error)
-            result["context_parallel_wrapper"] = False
-    unbound = dict(NOT_TRIED)
-    if repatch is None and installed():  # why verl bound none: its guarded import hid the error
-        imported, unbound["mindspeed_import_error"] = import_or_failure(ADAPTOR)
-        if imported is not None:
-            unbound["mindspeed_adaptor_has_repatch"] = getattr(imported, "repatch", None) is not None
-    if unbound["mindspeed_import_error"] is None:
-        unbound["transformer_engine_import_error"] = _transformer_engine_failure()
+            context_parallel_wrapper = False
+    offer = MindSpeedOffer(
+        repatch_importable=repatch is not None,
+        source=package_folder(sys.modules.get("mindspeed")),
+        batch_invariant_attention=mindspeed_line.has_batch_invariant_attention(),
+        context_parallel_wrapper=context_parallel_wrapper,
+    )
+    tried = found_here
+    if repatch is None and found_here.mindspeed_installed:  # why verl bound none: its guarded import hid the error
+        imported, failure = import_or_failure(ADAPTOR)
+        has_repatch = None if imported is None else getattr(imported, "repatch", None) is not None
+        tried = replace(tried, mindspeed_import_error=failure, mindspeed_adaptor_has_repatch=has_repatch)
+    if tried.mindspeed_import_error is None:
+        tried = replace(tried, transformer_engine_import_error=_transformer_engine_failure(found_here))
     in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
-    result["meaning"] = _mindspeed_meaning(result, unbound, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
-    return {"mindspeed": result, **unbound}
+    meaning = _mindspeed_meaning(offer, tried, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
+    return replace(offer, meaning=meaning), tried
 
 
-def _mindspeed_meaning(mindspeed: dict[str, Any], unbound: dict[str, Any], *, shims_repatch: bool) -> list[str]:
-    """What the MindSpeed found means for this verl, with npu_shim's repatch in place here or not.
-
-    ``unbound``: the report's keys of :data:`NOT_TRIED`, why verl bound no repatch.
-    """
-    if unbound["mindspeed_import_error"]:
-        return [_import_failure(unbound["mindspeed_import_error"])]
-    if unbound["transformer_engine_import_error"]:
-        return [_transformer_engine_meaning(unbound["transformer_engine_import_error"])]
-    if unbound["mindspeed_adaptor_has_repatch"]:
+def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: MindSpeedStack, *, shims_repatch: bool) -> list[str]:
+    """What the MindSpeed found means for this verl, with npu_shim's repatch in place here or not."""
+    if tried.mindspeed_import_error:
+        return [_import_failure(tried.mindspeed_import_error)]
+    if tried.transformer_engine_import_error:
+        return [_transformer_engine_meaning(tried.transformer_engine_import_error)]
+    if tried.mindspeed_adaptor_has_repatch:
         return [
             f"no repatch bound by verl, though {ADAPTOR}.repatch imports here: verl's engine config never "
             "reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's own command-line flags"
         ]
-    if not mindspeed["repatch_importable"]:  # MindSpeed absent, or a line whose adaptor has no repatch
+    if not mindspeed.repatch_importable:  # MindSpeed absent, or a line whose adaptor has no repatch
         return [
             "no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): verl's engine "
             "config never reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's "
             "own command-line flags"
         ]
     meaning = []
-    if mindspeed["batch_invariant_attention"] is False:
+    if mindspeed.batch_invariant_attention is False:
         meaning.append(
             "no batch-invariant flash attention (only core_r0.16.0 has it): use_flash_attn_npu_batch_invariant "
             "does nothing here; "
@@ -179,7 +156,7 @@ def _mindspeed_meaning(mindspeed: dict[str, Any], unbound: dict[str, Any], *, sh
                 else "verl >= 0.9 alone turns fusion attention off for it (Megatron's unfused attention)"
             )
         )
-    elif mindspeed["batch_invariant_attention"]:
+    elif mindspeed.batch_invariant_attention:
         meaning.append(
             "batch-invariant flash attention: it excludes fusion attention, and once an engine turns it on it is "
             "on for every engine in the process; "
@@ -191,19 +168,19 @@ def _mindspeed_meaning(mindspeed: dict[str, Any], unbound: dict[str, Any], *, sh
                 "with it) dies with 'the patch of forward exist !'"
             )
         )
-    if mindspeed["context_parallel_wrapper"]:
+    if mindspeed.context_parallel_wrapper:
         meaning.append(
             "ring context parallelism: MindSpeed must see the CP size before Megatron's parallel state exists "
             "(the repatch in _init_device_mesh: verl >= 0.8.0, or npu_shim)"
         )
-    elif mindspeed["context_parallel_wrapper"] is False:
+    elif mindspeed.context_parallel_wrapper is False:
         meaning.append("no wrapper of initialize_model_parallel: context parallelism is Megatron's own here")
     return meaning
 
 
-def _import_failure(failure: dict[str, Any]) -> str:
+def _import_failure(failure: ImportFailure) -> str:
     """Why an installed MindSpeed gives verl no ``repatch``: its ``mindspeed.megatron_adaptor`` does not import."""
-    if failure["missing"] == MEGATRON_ADAPTOR:
+    if failure.missing == MEGATRON_ADAPTOR:
         also = (
             ""
             if found(TRANSFORMER_ENGINE)
@@ -213,25 +190,23 @@ def _import_failure(failure: dict[str, Any]) -> str:
             "MegatronAdaptor (module megatron_adaptor) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
             f"imports it at `import mindspeed`, so {PATCHES_OFF}{also}; fix: {INSTALL_ORDER}"
         )
-    if failure["missing"] == TRANSFORMER_ENGINE:
+    if failure.missing == TRANSFORMER_ENGINE:
         return (
             "TransformerEngineNPU (module transformer_engine) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
-            f"imports it at `import {failure['module']}`, so {PATCHES_OFF}; fix: {INSTALL_ORDER}"
+            f"imports it at `import {failure.module}`, so {PATCHES_OFF}; fix: {INSTALL_ORDER}"
         )
-    return f"MindSpeed is installed but `import {failure['module']}` failed: {failure['error']}: {PATCHES_OFF}"
+    return f"MindSpeed is installed but `import {failure.module}` failed: {failure.error}: {PATCHES_OFF}"
 
 
-def _transformer_engine_meaning(failure: dict[str, Any]) -> str:
+def _transformer_engine_meaning(failure: ImportFailure) -> str:
     """Why MegatronAdaptor's stack without a working TransformerEngineNPU cannot train verl's Megatron models."""
     consequence = (
         "Megatron runs without Transformer Engine, so verl's Megatron models (Transformer Engine layer specs) and "
         "MindSpeed core_r0.18.0's norms fail to build"
     )
-    if failure["missing"] == TRANSFORMER_ENGINE:
+    if failure.missing == TRANSFORMER_ENGINE:
         return (
             "TransformerEngineNPU (module transformer_engine) is not installed beside MegatronAdaptor and MindSpeed: "
             f"{consequence}; fix: {INSTALL_ORDER}"
         )
-    return (
-        f"TransformerEngineNPU is installed but `import {failure['module']}` failed: {failure['error']}: {consequence}"
-    )
+    return f"TransformerEngineNPU is installed but `import {failure.module}` failed: {failure.error}: {consequence}"

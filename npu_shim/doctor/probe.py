@@ -110,7 +110,8 @@ def _import_inactive(shim_parent: str | None) -> None:
 
 
 def _minimal_verl_facts() -> dict[str, Any]:
-    """Without npu_shim here: the device verl sees and whether a Megatron critic's engine resolves."""
+    """Without npu_shim here: the device verl sees and whether a Megatron critic's engine resolves (the JSON of
+    ``npu_shim.doctor.report.CriticLookup``, written without it)."""
     facts: dict[str, Any] = {"device": None, "value_model_megatron_resolves": False, "value_model_megatron_error": None}
     try:
         with contextlib.redirect_stdout(sys.stderr):
@@ -127,7 +128,8 @@ def _minimal_verl_facts() -> dict[str, Any]:
 
 
 def probe(shim_parent: str | None = None) -> dict[str, Any]:
-    """The report of ``npu_shim.doctor.verl_state.collect()`` here, plus what start-up and ``import verl`` did."""
+    """The JSON of ``npu_shim.doctor.verl_state.collect()``'s report here, with what start-up and ``import verl``
+    did; without npu_shim here, what this file reads itself."""
     state = start_state()
     order = MegatronOrder()  # first: it must see MegatronAdaptor's lookup even where npu_shim's watcher makes it
     sys.meta_path.insert(0, order)
@@ -136,18 +138,15 @@ def probe(shim_parent: str | None = None) -> dict[str, Any]:
         state["activated_after_verl"] = _shim_via()
         try:
             _import_inactive(shim_parent)
-            from npu_shim.doctor import mindspeed_state, routes, verl_state
+            from npu_shim.doctor import verl_state
         except Exception as error:
             state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
             return {"probe": state, **_minimal_verl_facts()}
         state["report_error"] = None
-        state["pythonpath_entries"] = routes.pythonpath_entries(state["environment"]["PYTHONPATH"])
         report = verl_state.collect(state["verl_import_error"])
     finally:
         sys.meta_path.remove(order)  # a Ray worker lives on
-    report["probe"] = state
-    report["megatron_adaptor"] = mindspeed_state.adaptor_order(state["activated_at_start"], order.at_adaptor)
-    return report
+    return verl_state.with_probe(report, state, order.at_adaptor).to_json()
 
 
 if __name__ == "__main__":  # python -c <this source> [SHIM_PARENT]

@@ -16,8 +16,9 @@ Two routes reach the processes where verl builds its engines:
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import replace
 
+from npu_shim.doctor.report import ProbeState, PythonpathEntry, PythonpathRoute, Report, Route, Routes
 from npu_shim.import_route import names_npu_shim
 from npu_shim.names import PACKAGE, VERL_PLUGINS, VERL_PLUGINS_POLICY
 from npu_shim.names import VERL_MODULES as VERL_EXTERNAL
@@ -26,7 +27,7 @@ from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 PYTHONPATH = "PYTHONPATH"
 
 
-def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[dict[str, Any]]:
+def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[PythonpathEntry]:
     """Each PYTHONPATH entry: the ``sitecustomize.py`` it holds (or None), and whether that is npu_shim's.
 
     A relative entry is read against ``base`` (default: this process's working directory).
@@ -37,13 +38,7 @@ def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[
             continue
         candidate = os.path.join(base or os.curdir, entry, "sitecustomize.py")
         found = os.path.isfile(candidate)
-        entries.append(
-            {
-                "entry": entry,
-                "sitecustomize": candidate if found else None,
-                "npu_shim": found and is_npu_shim_bootstrap(candidate),
-            }
-        )
+        entries.append(PythonpathEntry(entry, candidate if found else None, found and is_npu_shim_bootstrap(candidate)))
     return entries
 
 
@@ -54,27 +49,27 @@ def _caller_directory() -> str | None:
         return None
 
 
-def _bootstrap_to_suggest(probe: dict[str, Any]) -> str:
+def _bootstrap_to_suggest(probe: ProbeState) -> str:
     """The PYTHONPATH entry to suggest: the bootstrap of the npu_shim the probed interpreter imports.
 
     Not this process's own npu_shim: inside a checkout ``python -m npu_shim`` runs the checkout's and
     ``npu-shim`` the installed one, while the probed interpreter (started elsewhere, as a worker is)
     imports the same one for both. This doctor's own only when the probed interpreter finds none.
     """
-    origin = probe.get("npu_shim_origin")
+    origin = probe.npu_shim_origin
     return bootstrap_dir(os.path.dirname(origin) if origin else None)
 
 
-def _relative_entries_reason(probe: dict[str, Any]) -> str | None:
+def _relative_entries_reason(probe: ProbeState) -> str | None:
     """Why a relative PYTHONPATH entry gives the shim to some processes and not others, or None."""
-    pythonpath = probe["environment"].get("PYTHONPATH")
+    pythonpath = probe.environment.get(PYTHONPATH)
     relative = [entry for entry in (pythonpath or "").split(os.pathsep) if entry and not os.path.isabs(entry)]
     if not relative:
         return None
     # Python reads a relative entry against each process's own working directory: the probe started in
     # an empty one, as a Ray worker does; the caller's directory is the one the user may be thinking of.
     here = _caller_directory()
-    ours_here = [entry["entry"] for entry in pythonpath_entries(pythonpath, here) if entry["npu_shim"]] if here else []
+    ours_here = [entry.entry for entry in pythonpath_entries(pythonpath, here) if entry.npu_shim] if here else []
     names = ", ".join(repr(entry) for entry in relative)
     if ours_here:
         absolute = os.path.normpath(os.path.join(here or "", ours_here[0]))
@@ -89,12 +84,11 @@ def _relative_entries_reason(probe: dict[str, Any]) -> str | None:
     )
 
 
-def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
-    entries = probe.get("pythonpath_entries") or []
-    ours = next((entry["entry"] for entry in entries if entry["npu_shim"]), None)
-    ran = probe["sitecustomize"]
-    shadowed_by = ran if ours is not None and ran and not probe["sitecustomize_is_npu_shim"] else None
-    works = probe["activated_at_start"] == "sitecustomize"
+def _pythonpath_route(probe: ProbeState, disabled: bool) -> PythonpathRoute:
+    ours = next((entry.entry for entry in probe.pythonpath_entries or [] if entry.npu_shim), None)
+    ran = probe.sitecustomize
+    shadowed_by = ran if ours is not None and ran and not probe.sitecustomize_is_npu_shim else None
+    works = probe.activated_at_start == "sitecustomize"
     if works:
         reason = f"{ours or ran}: its sitecustomize.py activated the shim at start-up"
     elif ours is None:
@@ -108,14 +102,14 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
             f"{shadowed_by} runs instead of npu_shim's ({ours}): Python runs only the first sitecustomize.py "
             "on sys.path; put npu_shim's entry first (its own runs the other one after it)"
         )
-    elif probe["sitecustomize_is_npu_shim"]:
+    elif probe.sitecustomize_is_npu_shim:
         reason = (
-            f"{ours} is another environment's bootstrap: npu_shim is not installed for {probe['python']}, "
+            f"{ours} is another environment's bootstrap: npu_shim is not installed for {probe.python}, "
             "and the bootstrap adds no environment's packages to another's"
         )
     else:
         reason = f"{ours} is on PYTHONPATH, but no sitecustomize ran (python -S, -E or -I?)"
-    return {"configured": ours, "works": works, "shadowed_by": shadowed_by, "reason": reason}
+    return PythonpathRoute(ours, works, reason, shadowed_by)
 
 
 def names_at_fault(named: str, error: str) -> bool:
@@ -126,13 +120,14 @@ def names_at_fault(named: str, error: str) -> bool:
     return any(name != name.strip() or not name for name in names) or any(f"'{name}'" in error for name in names)
 
 
-def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -> dict[str, Any]:
-    named = probe["environment"][VERL_EXTERNAL]
+def _verl_route(probe: ProbeState, report: Report, disabled: bool) -> Route:
+    named = probe.environment.get(VERL_EXTERNAL)
     configured = names_npu_shim(named)
-    works = configured and probe["activated_after_verl"] == VERL_EXTERNAL and not probe["verl_import_error"]
-    if named and probe["verl_import_error"] and names_at_fault(named, probe["verl_import_error"]):
+    works = configured and probe.activated_after_verl == VERL_EXTERNAL and not probe.verl_import_error
+    verl = report.findings.verl if report.findings else None
+    if named and probe.verl_import_error and names_at_fault(named, probe.verl_import_error):
         reason = (
-            f"import verl failed: {probe['verl_import_error']} (verl imports each comma-separated name of "
+            f"import verl failed: {probe.verl_import_error} (verl imports each comma-separated name of "
             f"{VERL_EXTERNAL}={named!r} exactly as written)"
         )
     elif not configured:
@@ -141,18 +136,18 @@ def _verl_route(probe: dict[str, Any], report: dict[str, Any], disabled: bool) -
         reason = "import verl imported npu_shim, which activated"
     elif disabled:
         reason = "set, but NPU_SHIM_DISABLE is set"
-    elif probe["activated_at_start"] is not None:
+    elif probe.activated_at_start is not None:
         reason = "set, but the shim was already active from start-up"
-    elif probe["verl_import_error"] and not (report.get("verl") or {}).get("installed", True):
-        reason = f"set, but verl is not installed here: nothing to patch ({probe['verl_import_error']})"
-    elif probe["verl_import_error"]:
-        reason = f"import verl failed: {probe['verl_import_error']} (verl itself is broken here, shim or not)"
-    elif probe["npu_shim_origin"] is None:
-        reason = f"npu_shim is not importable by {probe['python']}"
+    elif probe.verl_import_error and verl is not None and not verl.installed:
+        reason = f"set, but verl is not installed here: nothing to patch ({probe.verl_import_error})"
+    elif probe.verl_import_error:
+        reason = f"import verl failed: {probe.verl_import_error} (verl itself is broken here, shim or not)"
+    elif probe.npu_shim_origin is None:
+        reason = f"npu_shim is not importable by {probe.python}"
     else:
-        version = (report.get("verl") or {}).get("version")
+        version = verl.version if verl else None
         reason = f"set, but this verl ({version}) did not import it (verl reads {VERL_EXTERNAL} from 0.6.0 on)"
-    return {"configured": configured, "works": works, "reason": reason}
+    return Route(configured, works, reason)
 
 
 def plugins_allowed(policy: str | None) -> bool:
@@ -163,13 +158,13 @@ def plugins_allowed(policy: str | None) -> bool:
     return policy == "auto" or (policy != "none" and PACKAGE in {name.strip() for name in policy.split(",")})
 
 
-def _plugin_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
-    installed = probe.get("verl_plugin") is not None
-    policy = probe["environment"].get(VERL_PLUGINS_POLICY)
-    works = probe["activated_after_verl"] == VERL_PLUGINS and not probe["verl_import_error"]
+def _plugin_route(probe: ProbeState, disabled: bool) -> Route:
+    installed = probe.verl_plugin is not None
+    policy = probe.environment.get(VERL_PLUGINS_POLICY)
+    works = probe.activated_after_verl == VERL_PLUGINS and not probe.verl_import_error
     if not installed:
         reason = (
-            f"npu_shim's {VERL_PLUGINS} entry point is not installed for {probe['python']} "
+            f"npu_shim's {VERL_PLUGINS} entry point is not installed for {probe.python} "
             "(pip install npu-shim there: verl 0.9.0 and later load it)"
         )
     elif works:
@@ -181,37 +176,38 @@ def _plugin_route(probe: dict[str, Any], disabled: bool) -> dict[str, Any]:
         )
     elif disabled:
         reason = "installed, but NPU_SHIM_DISABLE is set"
-    elif probe["activated_after_verl"] is not None:
-        reason = f"installed; not needed here: the shim was already active ({probe['activated_after_verl']})"
-    elif probe["verl_import_error"]:
-        reason = f"installed, but import verl failed: {probe['verl_import_error']}"
+    elif probe.activated_after_verl is not None:
+        reason = f"installed; not needed here: the shim was already active ({probe.activated_after_verl})"
+    elif probe.verl_import_error:
+        reason = f"installed, but import verl failed: {probe.verl_import_error}"
     else:
         reason = f"installed, but this verl did not load it (verl loads {VERL_PLUGINS} from 0.9.0 on)"
-    return {"configured": installed, "works": works, "reason": reason}
+    return Route(installed, works, reason)
 
 
-def _without_hook(route: dict[str, Any], shim: dict[str, Any]) -> None:
-    """A route that activated npu_shim whose import hook could not load gives no shim: one verdict, the shim's."""
-    if route["works"] and shim.get("activated_via") and not shim.get("hook_loaded", True):
-        route.update(works=False, reason=f"it activated npu_shim, but {shim['reason']}")
-
-
-def judge(report: dict[str, Any]) -> dict[str, Any]:
-    """The ``routes`` section of the doctor's report, from the probe's report."""
-    probe = report["probe"]
-    shim = report.get("shim") or {}
-    disabled = bool(shim.get("disabled"))
-    # in the order they act: start-up, then verl's modules, then its plugins
-    routes = {
-        PYTHONPATH: _pythonpath_route(probe, disabled),
-        VERL_EXTERNAL: _verl_route(probe, report, disabled),
-        VERL_PLUGINS: _plugin_route(probe, disabled),
+def judge(report: Report) -> Routes:
+    """The ``routes`` of the doctor's report, from what the probe saw (its ``probe``, and the shim and verl there)."""
+    if report.probe is None:
+        raise ValueError("routes are judged from a probe's report, and this one has no probe")
+    probe, findings = report.probe, report.findings
+    disabled = findings is not None and findings.shim.disabled
+    routes = Routes(
+        _pythonpath_route(probe, disabled), _verl_route(probe, report, disabled), _plugin_route(probe, disabled)
+    )
+    named = routes.by_name()
+    if findings is not None and findings.verl.importable and not findings.shim.hook_loaded:
+        # the hook loads only when verl is imported: a route that activated npu_shim without it gives no shim
+        named = {
+            name: replace(route, works=False, reason=f"it activated npu_shim, but {findings.shim.reason}")
+            if route.works and findings.shim.activated_via
+            else route
+            for name, route in named.items()
+        }
+    effective = next((name for name, route in named.items() if route.works), None)
+    named = {  # no hint to set up a second route
+        name: replace(route, needed=False, reason=f"not used (the shim comes by {effective})")
+        if effective not in (None, name) and not route.configured
+        else route
+        for name, route in named.items()
     }
-    if (report.get("verl") or {}).get("importable"):  # the hook loads only when verl is imported
-        for route in routes.values():
-            _without_hook(route, shim)
-    effective = next((name for name, route in routes.items() if route["works"]), None)
-    for name, route in routes.items():
-        if effective not in (None, name) and not route["configured"]:  # no hint to set up a second route
-            route.update(needed=False, reason=f"not used (the shim comes by {effective})")
-    return {**routes, "effective": effective}
+    return Routes(*named.values(), effective=effective)

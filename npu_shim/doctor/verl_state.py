@@ -5,7 +5,7 @@ environment, or a Ray task), after verl has been imported there. It imports
 ``verl.workers.engine`` and nothing heavier: no process group, no engine built,
 nothing on an accelerator. When the shim is not active here it is not activated
 either: the report then says what the shim would do, read from verl as imported.
-The keys of :func:`collect` are documented in ``npu_shim.doctor``.
+:func:`collect` returns a :class:`~npu_shim.doctor.report.Report` (``npu_shim.doctor.report``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import importlib
 import logging
 import os
 import sys
+from dataclasses import replace
 from typing import Any
 
 import npu_shim
@@ -22,7 +23,24 @@ from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, fix_na
 from npu_shim.changes import ChangeSet
 from npu_shim.doctor import bridge_state, mindspeed_state
 from npu_shim.doctor.imports import package_folder
-from npu_shim.doctor.routes import names_at_fault
+from npu_shim.doctor.report import (
+    NOT_JUDGED,
+    OK,
+    PROBLEM,
+    CriticLookup,
+    Findings,
+    FixRow,
+    Layout,
+    ProbeState,
+    RegistryRow,
+    Report,
+    ShimState,
+    TorchNpu,
+    UnrecognisedFix,
+    VerlFacts,
+    from_json,
+)
+from npu_shim.doctor.routes import names_at_fault, pythonpath_entries
 from npu_shim.fixes import lm_engine_repatch, mindspeed_line_repatch, value_engine
 from npu_shim.found import found
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
@@ -33,9 +51,6 @@ logger = logging.getLogger("npu_shim")
 
 INACTIVE = "inactive"
 WOULD_APPLY = "apply"
-OK = "ok"
-PROBLEM = "problem"
-NOT_JUDGED = "not judged"  # no NPU seen: whether a Megatron critic's engine resolves on one is not judged
 LAYOUTS = {
     "0.6/0.7": "0.6/0.7: no value engine, LM engine repatches in __init__",
     "pre-#6135 main": "pre-#6135 main (0.8.0.dev): no value engine, LM engine repatches in _init_device_mesh",
@@ -60,22 +75,17 @@ def _error(error: BaseException) -> str:
 # -- the shim in this process ---------------------------------------------------------------------
 
 
-def _shim_state() -> dict[str, Any]:
+def _shim_state() -> ShimState:
     via = npu_shim.activated_via()
     hook = sys.modules.get("npu_shim.hook")
     failure = getattr(hook, "failure", None)
-    state: dict[str, Any] = {
-        "active": False,
-        "activated_via": via,
-        "disabled": switch("NPU_SHIM_DISABLE"),
-        "hook_loaded": hook is not None,
-        "failure": None if failure is None else _error(failure),
-        "reason": None,
-    }
+    failure_text = None if failure is None else _error(failure)
+    disabled = switch("NPU_SHIM_DISABLE")
+    reason = None
     if via is None:
-        state["reason"] = (
+        reason = (
             "disabled by NPU_SHIM_DISABLE"
-            if state["disabled"]
+            if disabled
             else "not activated: no sitecustomize of npu_shim ran, and importing verl did not import npu_shim"
         )
     elif hook is None:
@@ -84,15 +94,20 @@ def _shim_state() -> dict[str, Any]:
         # recorded by npu_shim.first_import.install_hook
         error = getattr(sys.modules.get("npu_shim.first_import"), "hook_import_error", None)
         why = "wrapt is not installed here" if no_wrapt else error and f"npu_shim.hook failed to import: {error}"
-        state["reason"] = f"the shim's import hook did not load{f' ({why})' if why else ''}; verl runs unpatched"
+        reason = f"the shim's import hook did not load{f' ({why})' if why else ''}; verl runs unpatched"
     elif failure is not None:
         module = getattr(hook, "failed_module", None) or "verl"
-        state["reason"] = f"the shim failed while patching {module} and left it as it shipped ({state['failure']})"
+        reason = f"the shim failed while patching {module} and left it as it shipped ({failure_text})"
     elif not hook.outcomes:
-        state["reason"] = f"the shim's hook has not run on {ENGINE_PACKAGE}"
-    else:
-        state["active"] = True
-    return state
+        reason = f"the shim's hook has not run on {ENGINE_PACKAGE}"
+    return ShimState(
+        active=reason is None,
+        activated_via=via,
+        disabled=disabled,
+        hook_loaded=hook is not None,
+        failure=failure_text,
+        reason=reason,
+    )
 
 
 # -- verl as shipped, and what the shim would do ----------------------------------------------------
@@ -147,35 +162,35 @@ def _would(import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
     return {name: would[name] for name in fix_names()}
 
 
-def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str, Any]]:
-    if shim["active"]:
+def _fixes(shim: ShimState, import_errors: dict[str, str]) -> list[FixRow]:
+    if shim.active:
         outcomes = {o.fix: o for o in sys.modules["npu_shim.hook"].outcomes}
         rows = []
         for fix in FIXES:
             outcome = outcomes.get(fix.name)
             if outcome is None:  # its module did not import, so the hook never ran on it
                 outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(fix.watches, import_errors))
-            rows.append({"fix": outcome.fix, "verdict": outcome.verdict, "reason": outcome.reason, "would": None})
+            rows.append(FixRow(outcome.fix, outcome.verdict, outcome.reason))
         return rows
     return [
-        {"fix": name, "verdict": INACTIVE, "reason": f"{shim['reason']}; {reason}", "would": would}
+        FixRow(name, INACTIVE, f"{shim.reason}; {reason}", would)
         for name, (would, reason) in _would(import_errors).items()
     ]
 
 
-def _unrecognised(fixes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unrecognised(fixes: list[FixRow]) -> list[UnrecognisedFix]:
     """The fixes that found verl needing their change in code they do not know, and whether a critic then fails."""
     return [
-        {"fix": row["fix"], "breaks_critic": critic_fails_without(row["fix"])}
+        UnrecognisedFix(row.fix, critic_fails_without(row.fix))
         for row in fixes
-        if UNRECOGNISED in (row["verdict"], row["would"])
+        if UNRECOGNISED in (row.verdict, row.would)
     ]
 
 
 # -- the registry --------------------------------------------------------------------------------
 
 
-def _registry_rows(registry: Any) -> list[dict[str, Any]]:
+def _registry_rows(registry: Any) -> list[RegistryRow]:
     rows = []
     engines = getattr(registry, "_engines", None)
     if not isinstance(engines, dict):
@@ -185,17 +200,17 @@ def _registry_rows(registry: Any) -> list[dict[str, Any]]:
             for key, engine_class in devices.items():
                 device, vendor = (key[0], key[1] if len(key) > 1 else None) if isinstance(key, tuple) else (key, None)
                 rows.append(
-                    {
-                        "model_type": str(model_type),
-                        "backend": str(backend),
-                        "device": str(device),
-                        "vendor": None if vendor is None else str(vendor),
-                        "class": _qualified(engine_class),
-                        "origin": "shim" if is_ours(engine_class) else "upstream",
-                        "patched": not is_ours(engine_class) and _patched(engine_class),
-                    }
+                    RegistryRow(
+                        model_type=str(model_type),
+                        backend=str(backend),
+                        device=str(device),
+                        vendor=None if vendor is None else str(vendor),
+                        engine_class=_qualified(engine_class),
+                        origin="shim" if is_ours(engine_class) else "upstream",
+                        patched=not is_ours(engine_class) and _patched(engine_class),
+                    )
                 )
-    return sorted(rows, key=lambda row: (row["model_type"], row["backend"], row["device"], str(row["vendor"])))
+    return sorted(rows, key=lambda row: (row.model_type, row.backend, row.device, str(row.vendor)))
 
 
 def _patched(engine_class: Any) -> bool:
@@ -203,38 +218,30 @@ def _patched(engine_class: Any) -> bool:
     return any(is_ours(value) for value in getattr(engine_class, "__dict__", {}).values())
 
 
-def _resolve(registry: Any) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "value_model_megatron_resolves": False,
-        "value_model_megatron_class": None,
-        "value_model_megatron_error": None,
-    }
+def _lookup(registry: Any, device: str | None) -> CriticLookup:
+    """``get_engine_cls("value_model", "megatron")`` here: what a Megatron critic's engine resolves to, or why not."""
     if registry is None:
-        result["value_model_megatron_error"] = "verl has no EngineRegistry with get_engine_cls"
-        return result
+        return CriticLookup(device, error="verl has no EngineRegistry with get_engine_cls")
     try:
         engine_class = registry.get_engine_cls("value_model", "megatron")
     except AssertionError as error:
-        result["value_model_megatron_error"] = str(error)
+        return CriticLookup(device, error=str(error))
     except Exception as error:  # a verl we do not know: report, do not crash the doctor
-        result["value_model_megatron_error"] = _error(error)
-    else:
-        result["value_model_megatron_resolves"] = True
-        result["value_model_megatron_class"] = _qualified(engine_class)
-    return result
+        return CriticLookup(device, error=_error(error))
+    return CriticLookup(device, resolves=True, engine_class=_qualified(engine_class))
 
 
 # -- the whole report ----------------------------------------------------------------------------
 
 
-def _torch_npu() -> dict[str, Any]:
+def _torch_npu() -> TorchNpu:
     module = sys.modules.get("torch_npu")
-    return {
-        "loaded": module is not None,
-        "importable": module is not None or found("torch_npu"),
+    return TorchNpu(
+        loaded=module is not None,
+        importable=module is not None or found("torch_npu"),
         # A real torch_npu's release names the torch it was built for (2.6.0.post3); a stand-in's says so.
-        "version": str(version) if (version := getattr(module, "__version__", None)) else None,
-    }
+        version=str(version) if (version := getattr(module, "__version__", None)) else None,
+    )
 
 
 def _import_failure(error: str | None) -> str:
@@ -285,107 +292,89 @@ def _import_watched() -> dict[str, str]:
     return errors
 
 
-def collect(verl_import_error: str | None = None) -> dict[str, Any]:
-    """The doctor's report as a dict (the ``--json`` object); see the module docstring for its keys.
+def collect(verl_import_error: str | None = None) -> Report:
+    """The doctor's report as read here: status, the critic's lookup and the findings (no probe, no routes).
 
     ``verl_import_error``: how ``import verl`` failed where the probe first tried it, as a worker
     would (before the probe made npu_shim's report code importable): verl is not imported again.
     """
-    report: dict[str, Any] = {
-        "npu_shim_version": npu_shim.__version__,
-        "status": OK,
-        "exit_code": 0,
-        "verl": {"importable": False, "installed": False, "version": None, "path": None, "error": None},
-        "shim": None,
-        "layout": {"id": None, "description": None},
-        "fixes": [],
-        "mindspeed": mindspeed_state.empty(),
-        "mindspeed_installed": mindspeed_state.installed(),
-        **mindspeed_state.NOT_TRIED,
-        **mindspeed_state.dependencies(),
-        "bridge": {"default": None, "import_error": None, "meaning": None},
-        "torch_npu": None,
-        "device": None,
-        "engine_device": None,
-        "registry": [],
-        "value_model_megatron_resolves": False,
-        "value_model_megatron_class": None,
-        "value_model_megatron_error": None,
-        "unrecognised": [],
-    }
+    # First, as before anything below imports more of Megatron: looking for MegatronAdaptor is what the probe's
+    # MegatronOrder notes, where nothing looked for it before.
+    stack = mindspeed_state.stack()
     # verl and its dependencies may print on import; stdout belongs to the report.
     with contextlib.redirect_stdout(sys.stderr):
-        verl = None
-        report["verl"]["error"] = verl_import_error
+        verl, error = None, verl_import_error
         if verl_import_error is None:
             try:
                 verl = importlib.import_module("verl")
-            except Exception as error:
-                report["verl"]["error"] = _error(error)
+            except Exception as raised:
+                error = _error(raised)
         engine_package = None
         import_errors: dict[str, str] = {}
         if verl is not None:
-            report["verl"].update(
-                importable=True,
-                installed=True,
-                version=str(getattr(verl, "__version__", None)),
-                path=package_folder(verl),
-            )
             try:
                 engine_package = importlib.import_module(ENGINE_PACKAGE)
-            except Exception as error:
-                report["verl"]["error"] = f"{ENGINE_PACKAGE} did not import: {_error(error)}"
+            except Exception as raised:
+                error = f"{ENGINE_PACKAGE} did not import: {_error(raised)}"
             import_errors = _import_watched()
-        report["device"] = None if verl is None else _device()
-    report["shim"] = _shim_state()
-    report["torch_npu"] = _torch_npu()
+        device = None if verl is None else _device()
+    shim, torch_npu = _shim_state(), _torch_npu()
 
     if verl is None:
-        installed = report["verl"]["installed"] = _verl_installed()
-        why = _import_failure(report["verl"]["error"]) if installed else "verl is not installed"
-        if installed:  # every worker that imports verl dies the same way
-            report.update(status=PROBLEM, exit_code=1)
-        else:
-            report["status"] = NOT_APPLICABLE
-        if report["shim"]["activated_via"] is not None:
-            report["shim"]["reason"] = f"{why}: nothing to patch"
-        report["value_model_megatron_error"] = why
-        report["fixes"] = [
-            {"fix": name, "verdict": NOT_APPLICABLE, "reason": why, "would": None} for name in fix_names()
-        ]
-        return report
+        installed = _verl_installed()
+        why = _import_failure(error) if installed else "verl is not installed"
+        if shim.activated_via is not None:
+            shim = replace(shim, reason=f"{why}: nothing to patch")
+        fixes = [FixRow(name, NOT_APPLICABLE, why) for name in fix_names()]
+        findings = Findings(VerlFacts(installed=installed, error=error), shim, torch_npu, stack, fixes)
+        # every worker that imports an installed verl dies the same way
+        return Report(PROBLEM if installed else NOT_APPLICABLE, lookup=CriticLookup(error=why), findings=findings)
 
+    facts = VerlFacts(True, True, str(getattr(verl, "__version__", None)), package_folder(verl), error)
+    findings = Findings(facts, shim, torch_npu, stack, engine_device=device)
+    lookup = CriticLookup(device, error=error)
     if engine_package is not None:
         layout = read_layout(engine_package)
         layout_id = _layout_id(layout)
-        report["layout"] = {"id": layout_id, "description": LAYOUTS[layout_id]}
-        report["fixes"] = _fixes(report["shim"], import_errors)
-        report["unrecognised"] = _unrecognised(report["fixes"])
-        report.update(mindspeed_state.mindspeed_state(layout))
-        report["bridge"] = bridge_state.bridge_state()
-        report["registry"] = _registry_rows(layout.registry)
-        report.update(_resolve(layout.registry))
-        report["engine_device"] = _engine_device(layout.registry, report["device"])
-    else:
-        report["value_model_megatron_error"] = report["verl"]["error"]
-        report["engine_device"] = report["device"]
+        fixes = _fixes(shim, import_errors)
+        offer, stack = mindspeed_state.mindspeed_state(layout, stack)
+        findings = replace(
+            findings,
+            stack=stack,
+            fixes=fixes,
+            layout=Layout(layout_id, LAYOUTS[layout_id]),
+            unrecognised=_unrecognised(fixes),
+            mindspeed=offer,
+            bridge=bridge_state.bridge_state(),
+            engine_device=_engine_device(layout.registry, device),
+            registry=_registry_rows(layout.registry),
+        )
+        lookup = _lookup(layout.registry, device)
+    return Report(_judge(findings, lookup), lookup=lookup, findings=findings)
 
-    _judge(report)
-    return report
 
-
-def _judge(report: dict[str, Any]) -> None:
+def _judge(findings: Findings, lookup: CriticLookup) -> str:
     """The status, where verl imported: judged only where verl looks up NPU engines, but for a broken MindSpeed."""
-    if report["mindspeed_import_error"] is not None:  # installed, unimportable: verl's MindSpeed patches all off
-        report.update(status=PROBLEM, exit_code=1)
-        return
-    if report.get("transformer_engine_import_error") is not None:  # MA's stack without TENPU: no model builds
-        report.update(status=PROBLEM, exit_code=1)
-        return
-    if report["engine_device"] != "npu":  # a build machine: say so, rather than "ok" for what was not seen
-        report["status"] = NOT_JUDGED
-        return
-    breaks_critic = any(row["breaks_critic"] for row in report["unrecognised"])
-    no_bridge = report["bridge"]["import_error"] is not None  # verl's default config builds no Megatron model
-    if breaks_critic or no_bridge or not report["value_model_megatron_resolves"]:
-        report.update(status=PROBLEM, exit_code=1)
+    if findings.stack.mindspeed_import_error is not None:  # installed, unimportable: verl's MindSpeed patches all off
+        return PROBLEM
+    if findings.stack.transformer_engine_import_error is not None:  # MA's stack without TENPU: no model builds
+        return PROBLEM
+    if findings.engine_device != "npu":  # a build machine: say so, rather than "ok" for what was not seen
+        return NOT_JUDGED
+    breaks_critic = any(row.breaks_critic for row in findings.unrecognised)
+    no_bridge = findings.bridge.import_error is not None  # verl's default config builds no Megatron model
+    if breaks_critic or no_bridge or not lookup.resolves:
+        return PROBLEM
+    return OK
+
+
+def with_probe(report: Report, start: dict[str, Any], megatron_at_adaptor: list[str] | None) -> Report:
+    """``report`` with what the probe read of start-up (``start``, its standard-library ``probe`` object) and of
+    MegatronAdaptor's order (the Megatron modules imported when ``megatron_adaptor`` was first looked for)."""
+    probe = from_json(ProbeState, start)
+    entries = pythonpath_entries(probe.environment.get("PYTHONPATH"))
+    return replace(
+        report,
+        probe=replace(probe, pythonpath_entries=entries),
+        megatron_adaptor=mindspeed_state.adaptor_order(probe.activated_at_start, megatron_at_adaptor),
+    )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import doctor, fixes_by_release, matrix_column
+from helpers import doctor, fixes_by_release, matrix_column, rendered
 
 from simulated_npu import SIMULATED_DIR, simulated_npu_env
 
@@ -161,9 +161,8 @@ def test_without_shim_reports_it_inactive(without_shim: dict[str, Any]) -> None:
 
 
 def test_human_output_renders_the_same_report(with_shim: dict[str, Any]) -> None:
-    from npu_shim.doctor.render import render
 
-    text = render(with_shim)
+    text = rendered(with_shim)
     assert any(line.split()[:2] == ["verl", VERL] for line in text.splitlines())
     assert "registry:" in text
     header = next(line for line in text.splitlines() if "model_type" in line and "origin" in line)
@@ -212,7 +211,6 @@ def test_names_verls_default_bridge_and_a_missing_megatron_bridge_with_both_ways
 ) -> None:
     """verl #6931: on an NPU without Megatron-Bridge, verl 0.9's default config dies at the first engine it builds
     (``No module named 'megatron.bridge'``). The doctor names the import that fails and both ways out."""
-    from npu_shim.doctor.render import render
 
     report = request.getfixturevalue(case)
     bridge = report["bridge"]
@@ -226,7 +224,7 @@ def test_names_verls_default_bridge_and_a_missing_megatron_bridge_with_both_ways
     assert "Megatron-Bridge is not installed" in bridge["meaning"]
     assert "install Megatron-Bridge" in bridge["meaning"]
     assert "critic.megatron.vanilla_mbridge=True" in bridge["meaning"]
-    status = next(line for line in render(report).splitlines() if line.split()[:1] == ["status"])
+    status = next(line for line in rendered(report).splitlines() if line.split()[:1] == ["status"])
     assert "problem (exit 1): verl's default Megatron-Bridge does not import" in status
 
 

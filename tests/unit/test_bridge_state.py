@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from npu_shim.doctor import bridge_state
+from npu_shim.doctor.report import Bridge
 
 
 def engine_config(**defaults: bool) -> type:
@@ -72,13 +73,13 @@ def test_a_missing_megatron_bridge_is_named_with_both_ways_out(megatron_engine_i
     # verl's module prints to stdout before it re-raises; the probe's stdout carries the report
     fake_verl_bridge(megatron_engine_imported, "print('Megatron-Bridge package not found')\nimport megatron.bridge\n")
     state = bridge_state.bridge_state()
-    assert state["default"] == "Megatron-Bridge"
-    assert state["import_error"]["module"] == "verl.models.mcore.bridge"
-    assert state["import_error"]["missing"] in ("megatron", "megatron.bridge")  # no megatron at all in this env
-    assert "Megatron-Bridge is not installed" in state["meaning"]
-    assert "install Megatron-Bridge" in state["meaning"]
-    assert "actor_rollout_ref.actor.megatron.vanilla_mbridge=True" in state["meaning"]
-    assert "critic.megatron.vanilla_mbridge=True" in state["meaning"]
+    assert state.default == "Megatron-Bridge"
+    assert state.import_error.module == "verl.models.mcore.bridge"
+    assert state.import_error.missing in ("megatron", "megatron.bridge")  # no megatron at all in this env
+    assert "Megatron-Bridge is not installed" in state.meaning
+    assert "install Megatron-Bridge" in state.meaning
+    assert "actor_rollout_ref.actor.megatron.vanilla_mbridge=True" in state.meaning
+    assert "critic.megatron.vanilla_mbridge=True" in state.meaning
     assert capsys.readouterr().out == ""
 
 
@@ -89,22 +90,21 @@ def test_a_megatron_bridge_that_cannot_import_is_named_by_the_import_that_fails(
         megatron_engine_imported, f'raise ModuleNotFoundError("No module named {missing!r}", name={missing!r})\n'
     )
     state = bridge_state.bridge_state()
-    assert state["import_error"]["missing"] == missing
-    assert (
-        f"`import verl.models.mcore.bridge` fails: ModuleNotFoundError: No module named '{missing}'"
-        in (state["meaning"])
+    assert state.import_error.missing == missing
+    assert f"`import verl.models.mcore.bridge` fails: ModuleNotFoundError: No module named '{missing}'" in (
+        state.meaning
     )
-    assert "Megatron-Bridge is not installed" not in state["meaning"]
-    assert "vanilla_mbridge=True" in state["meaning"]
+    assert "Megatron-Bridge is not installed" not in state.meaning
+    assert "vanilla_mbridge=True" in state.meaning
 
 
 def test_an_importable_bridge_or_no_megatron_engine_is_no_failure(megatron_engine_imported, monkeypatch):
     fake_verl_bridge(megatron_engine_imported, "AutoBridge = object\n")
-    assert bridge_state.bridge_state() == {"default": "Megatron-Bridge", "import_error": None, "meaning": None}
+    assert bridge_state.bridge_state() == Bridge("Megatron-Bridge", None, None)
     monkeypatch.delitem(sys.modules, bridge_state.MEGATRON_ENGINE_MODULE)
     monkeypatch.delitem(sys.modules, "verl.models.mcore.bridge")
     fake_verl_bridge(megatron_engine_imported, "raise ImportError('not reached: no Megatron engine to build')\n")
-    assert bridge_state.bridge_state()["import_error"] is None
+    assert bridge_state.bridge_state().import_error is None
 
 
 def test_a_megatron_bridge_without_transformer_engine_names_transformer_engine_npu(megatron_engine_imported):
@@ -113,7 +113,7 @@ def test_a_megatron_bridge_without_transformer_engine_names_transformer_engine_n
     fake_verl_bridge(
         megatron_engine_imported, f'raise ModuleNotFoundError("No module named {missing!r}", name={missing!r})\n'
     )
-    meaning = bridge_state.bridge_state()["meaning"]
+    meaning = bridge_state.bridge_state().meaning
     assert "Megatron-Bridge is installed but imports Transformer Engine" in meaning
     assert "TransformerEngineNPU, module transformer_engine" in meaning
     assert "vanilla_mbridge=True" in meaning

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, clean_env, doctor, run_doctor
+from helpers import ROOT, clean_env, doctor, rendered, run_doctor
 
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
 
@@ -125,11 +125,13 @@ def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, mon
 
     monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout: dict(probed))
     report = npu_shim.doctor.collect()
-    assert (report["status"], report["exit_code"]) == ("problem", 1)
-    assert "npu_shim is not importable here" in report["error"]
+    assert (report.status, report.exit_code) == ("problem", 1)
+    assert "npu_shim is not importable here" in report.error
+    assert report.findings is None and report.routes is None
     from npu_shim.doctor.render import render
 
     assert "does not resolve: AssertionError: Unknown device: npu" in render(report)
+    assert rendered(report.to_json()) == render(report)
 
 
 def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, tmp_path):
@@ -189,16 +191,14 @@ def test_without_an_npu_the_doctor_says_what_it_did_not_judge(site, synthetic, t
     (tree / "verl" / "utils" / "device.py").write_text('def get_device_name():\n    return "cuda"\n')
     report, status = run_doctor([site, tree], tmp_path)
     assert (status, report["status"]) == (0, "not judged")
-    from npu_shim.doctor.render import render
 
-    assert "not judged (exit 0): verl looks up cuda engines here, not npu" in render(report)
+    assert "not judged (exit 0): verl looks up cuda engines here, not npu" in rendered(report)
 
 
 def test_an_inactive_fix_says_in_words_what_it_would_do(site, synthetic, tmp_path):
     report, _ = run_doctor([site, synthetic("0.7.1")], tmp_path)  # installed, no route: the shim is inactive
-    from npu_shim.doctor.render import render
 
-    text = render(report)
+    text = rendered(report)
     assert "inactive (would apply)" in text
     assert "inactive (nothing to do here)" in text
     assert "(would not applicable)" not in text

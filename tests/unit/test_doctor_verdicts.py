@@ -13,10 +13,8 @@ import time
 import types
 
 import pytest
-from helpers import ROOT, clean_env, doctor, run_doctor
+from helpers import ROOT, clean_env, doctor, rendered, run_doctor
 from synthetic_verl import MEGATRON_ADAPTOR, MINDSPEED_NEEDING_ADAPTOR, TRANSFORMER_ENGINE_NPU, write_files
-
-from npu_shim.doctor.render import render
 
 
 def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_path):
@@ -29,7 +27,7 @@ def test_a_verl_that_does_not_import_is_named_as_the_cause(site, synthetic, tmp_
     reason = report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
     assert "exactly as written" not in reason
     assert "verl itself is broken here" in reason
-    text = render(report)
+    text = rendered(report)
     assert "verl itself does not import here, so every worker that imports verl dies the same way" in text
     assert "exactly as written" not in text and "as written" not in text
     assert "  device " not in text and "fixes:" not in text
@@ -42,7 +40,7 @@ def test_a_verl_that_is_not_installed_is_not_called_broken(site, tmp_path):
     assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"] == (
         "set, but verl is not installed here: nothing to patch (ModuleNotFoundError: No module named 'verl')"
     )
-    assert "broken" not in render(report)
+    assert "broken" not in rendered(report)
 
 
 def test_a_misspelt_verl_use_external_modules_keeps_its_hint(site, synthetic, tmp_path):
@@ -63,7 +61,7 @@ def test_a_repatch_verl_did_not_bind_is_not_called_unimportable(site, synthetic,
     # the probe's own import works, with a repatch: no problem of MindSpeed's, and not called a line without it
     assert (report["mindspeed_import_error"], report["mindspeed_adaptor_has_repatch"]) == (None, True)
     assert report["mindspeed"]["meaning"][0].startswith("no repatch bound by verl, though")
-    text = render(report)
+    text = rendered(report)
     assert "not importable" not in text
     assert "not bound by verl: its MindSpeed engine module holds no repatch" in text
     assert "though MindSpeed is installed and mindspeed.megatron_adaptor.repatch imports here" in text
@@ -106,7 +104,7 @@ def test_a_mindspeed_without_megatron_adaptor_is_a_problem_not_absent(site, synt
         "TransformerEngineNPU (module transformer_engine) is not installed either; fix: install MegatronAdaptor, "
         "then TransformerEngineNPU, then MindSpeed"
     ]
-    text = render(report)
+    text = rendered(report)
     assert (
         "not bound by verl: MindSpeed is installed, but `import mindspeed.megatron_adaptor` fails: "
         "ModuleNotFoundError: No module named 'megatron_adaptor'"
@@ -127,7 +125,7 @@ def test_a_mindspeed_with_its_megatron_adaptor_and_transformer_engine_npu_is_ok(
     assert (report["megatron_adaptor_installed"], report["transformer_engine_installed"]) == (True, True)
     assert report["transformer_engine_import_error"] is None
     assert (status, report["status"]) == (0, "ok")
-    assert "bound by verl's MindSpeed engine module" in render(report)
+    assert "bound by verl's MindSpeed engine module" in rendered(report)
 
 
 @pytest.mark.parametrize(
@@ -164,7 +162,7 @@ def test_megatron_adaptor_without_a_working_transformer_engine_npu_is_a_problem_
     assert (failure["module"], failure["missing"]) == ("transformer_engine", missing)
     assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
     assert report["mindspeed"]["meaning"] == [meaning]
-    assert "MegatronAdaptor is installed but `import transformer_engine` fails" in render(report)
+    assert "MegatronAdaptor is installed but `import transformer_engine` fails" in rendered(report)
 
 
 def test_transformer_engine_is_not_asked_for_without_megatron_adaptor(site, synthetic, tmp_path):
@@ -200,7 +198,7 @@ def test_the_doctor_says_whether_megatron_adaptor_comes_before_megatron(site, sy
     report, _ = run_doctor(entries, tmp_path, **env)
     section = report["megatron_adaptor"]
     assert (section["installed"], section["before_megatron"], section["megatron_first"]) == (adaptor, before, first)
-    text = render(report)
+    text = rendered(report)
     line = next(line for line in text.splitlines() if line.strip().startswith("megatron_adaptor "))
     if not adaptor:
         assert "is not installed" in line
@@ -245,7 +243,7 @@ def test_a_mindspeed_adaptor_that_fails_to_import_is_a_problem_named_by_its_erro
     assert failure["error"].startswith(error), failure  # ImportError's message ends with megatron.core's path
     assert (status, report["status"], report["exit_code"]) == (1, "problem", 1)
     assert report["mindspeed"]["meaning"] == [meaning.format(error=failure["error"])]
-    text = render(report)
+    text = rendered(report)
     assert f"`import mindspeed.megatron_adaptor` fails: {failure['error']}" in text
     assert "absent" not in text and "MindSpeed is not installed" not in text
 
@@ -260,7 +258,7 @@ def test_no_mindspeed_at_all_is_as_before(site, synthetic, tmp_path):
     assert report["megatron_adaptor_installed"] is False
     assert report["mindspeed"]["meaning"] == [NO_REPATCH]
     assert (status, report["status"]) == (0, "ok")
-    assert "not bound by verl: MindSpeed is not installed here" in render(report)
+    assert "not bound by verl: MindSpeed is not installed here" in rendered(report)
 
 
 def test_a_line_without_repatch_is_as_before(site, synthetic, tmp_path):
@@ -271,7 +269,7 @@ def test_a_line_without_repatch_is_as_before(site, synthetic, tmp_path):
     assert (report["mindspeed_import_error"], report["mindspeed_adaptor_has_repatch"]) == (None, False)
     assert report["mindspeed"]["meaning"] == [NO_REPATCH]
     assert (status, report["status"]) == (0, "ok")
-    assert "mindspeed.megatron_adaptor imports, without a repatch (a line without it)" in render(report)
+    assert "mindspeed.megatron_adaptor imports, without a repatch (a line without it)" in rendered(report)
 
 
 def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):
@@ -292,7 +290,7 @@ def test_without_wrapt_no_route_says_yes(site, synthetic, tmp_path):
     assert route["works"] is False
     assert route["reason"].startswith("it activated npu_shim, but the shim's import hook did not load")
     assert report["routes"]["effective"] is None
-    text = render(report)
+    text = rendered(report)
     assert "route  yes" not in text and "yes: " not in text
 
 
@@ -306,7 +304,7 @@ def test_a_missing_wrapt_is_named_not_guessed(installed_shim, synthetic, tmp_pat
     assert report["shim"]["reason"] == (
         "the shim's import hook did not load (wrapt is not installed here); verl runs unpatched"
     )
-    assert "is wrapt installed?" not in render(report)
+    assert "is wrapt installed?" not in rendered(report)
 
 
 def test_a_relative_pythonpath_entry_is_named_with_what_it_depends_on(site, synthetic, tmp_path):
