@@ -1,24 +1,29 @@
-"""The README's main job: verl 0.7.1 on a SIMULATED Ascend NPU, without and with npu_shim.
+"""The demonstration `make demo` runs: verl 0.7.1 on a SIMULATED Ascend NPU, without and with npu_shim.
 
-Run it with ``make demo`` (builds the verl 0.7.1 environment on first use). Fresh
-interpreters run tests/matrix/probe.py without the shim and with the checkout on
-PYTHONPATH (the container set-up): one gloo rank each, then two ranks each with
-context parallelism 2. They build verl's Megatron critic and actor engines for
-real, with real megatron-core; the NPU is simulated_npu's stand-in torch_npu,
-and MindSpeed its stand-in, which records each ``repatch`` and, as MindSpeed does,
-builds the context-parallel ring only if that repatch came before Megatron's
-parallel state. Two more train verl's critic and actor with the simulated NPU computing
-(tests/matrix/train_probe.py): values, then verl's value loss before and after the steps; and two
-pairs of ranks train the actor with context parallelism 2, where MindSpeed's ring attention runs only if
-its ring was built, compared with the one-rank actor's log-probs.
+Run it with ``make demo`` (builds the verl 0.7.1 environment on first use). Every check runs twice, in fresh
+interpreters: without the shim, and with it as the README's Quick start sets it up for verl 0.6-0.8 (pip-installed,
+here into a temporary folder on PYTHONPATH, and ``VERL_USE_EXTERNAL_MODULES=npu_shim``, so that verl's own
+``import verl`` activates it). tests/matrix/probe.py builds verl's Megatron critic and actor engines for real,
+with real megatron-core, on one gloo rank, then on two ranks with context parallelism 2; the NPU is
+simulated_npu's stand-in torch_npu, and MindSpeed its stand-in, which records each time it is set up
+(``repatch``) and, as MindSpeed does, sets up context-parallel attention (its ring) only if that came before
+Megatron's parallel state. tests/matrix/train_probe.py trains the critic and actor with the simulated NPU
+computing: the critic's values against a Hugging Face reference and its value loss over the steps; the actor on
+two ranks with context parallelism 2, its log-probs against the one-rank actor's.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
+from collections import Counter
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,138 +33,275 @@ sys.path.insert(0, str(ROOT / "tests" / "matrix"))  # probe.py: runs verl under 
 import probe  # noqa: E402
 import train_probe  # noqa: E402
 
+STEPS = 3
+GIVEN = probe.ENGINE_CASES["defaults"]  # the actor's override_transformer_config in probe.py's builds
+WIDTH = 120
+ROUTE = "pip install npu-shim (this checkout, into a temporary folder); VERL_USE_EXTERNAL_MODULES=npu_shim"
+RUNS = ("without", "with")
+Started = list[tuple[subprocess.Popen[str], Path]]  # processes, each with the file it writes its report to
+Children = dict[str, Started]
+Reports = dict[str, list[dict[str, Any]]]
 
-def ring_line(ranks: list[dict[str, Any]], engine: str) -> str:
+
+def install_shim(directory: Path) -> Path:
+    """The shim pip-installed (not editable) into ``directory/site``, offline, from a copy of the checkout's top-level
+    files and its package (a build writes beside its sources: the checkout stays as it is)."""
+    source, site = directory / "source", directory / "site"
+    shutil.copytree(ROOT / "npu_shim", source / "npu_shim", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in ROOT.iterdir():
+        if path.is_file():
+            shutil.copy2(path, source / path.name)
+    if importlib.util.find_spec("pip"):
+        installer = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-cache-dir"]
+    else:
+        uv = ROOT / ".cache" / "tools" / "bin" / "uv"
+        installer = [str(uv), "pip", "install", "--quiet", "--offline", "--no-cache", "--python", sys.executable]
+    subprocess.run([*installer, "--no-deps", "--no-build-isolation", "--target", site, source], check=True)
+    return site
+
+
+def probe_ranks(directory: Path, ahead: tuple[str, ...] = (), **variables: str) -> Started:
+    """probe.py on two ranks, context parallelism 2: ``probe.start_ranks`` with the run's environment."""
+    address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(probe.testing_kit().free_port()), **variables}
+    outputs = [directory / f"cp2-rank{rank}.json" for rank in range(2)]
+    ranks = ("--world-size", "2")
+    return [
+        (probe.start("none", output, "--rank", str(rank), *ranks, ahead=ahead, **address), output)
+        for rank, output in enumerate(outputs)
+    ]
+
+
+def run_all(directory: Path) -> dict[str, Reports] | None:
+    """Every probe without and with the shim: phase -> run -> its processes' reports; None if one failed."""
+    site = install_shim(directory / "install")
+    # mode "none": the probe adds no route of its own; "with" has the installed shim importable and verl told to
+    # import it, nothing more
+    setups: dict[str, dict[str, Any]] = {
+        "without": {},
+        "with": {"ahead": (str(site),), "VERL_USE_EXTERNAL_MODULES": "npu_shim"},
+    }
+    folders = {run: directory / run for run in RUNS}
+    for folder in folders.values():
+        folder.mkdir()
+    options = ("--steps", str(STEPS))
+
+    def alone(start: Callable[..., subprocess.Popen[str]], name: str, *options: str) -> Callable[[str], Started]:
+        """One process of a run: ``start`` writing its report to ``name``."""
+        return lambda run: [(start("none", folders[run] / name, *options, **setups[run]), folders[run] / name)]
+
+    def actor_cp2(run: str) -> Started:
+        return train_probe.start_ranks("none", folders[run], "cp2", "--roles", "actor", *options, **setups[run])
+
+    phases: dict[str, Callable[[str], Started]] = {
+        "build": alone(probe.start, "build.json"),
+        "build_cp2": lambda run: probe_ranks(folders[run], **setups[run]),
+        "train": alone(train_probe.start, "train.json", *options),
+        "train_cp2": actor_cp2,
+    }
+    results = {}
+    for phase, start in phases.items():
+        results[phase] = collect({run: start(run) for run in RUNS})
+        if not results[phase]:
+            return None
+    return results
+
+
+def collect(children: Children) -> Reports:
+    """run -> the reports of its processes; empty if one failed (said on stderr)."""
+    reports: Reports = {}
+    flat = {(run, index): child for run, runs in children.items() for index, (child, _) in enumerate(runs)}
+    finished = probe.finish(flat, timeout=900)
+    for run, runs in children.items():
+        for index, (_, output) in enumerate(runs):
+            status, stderr = finished[(run, index)]
+            if status != 0:
+                print(f"a run {run} npu_shim failed:\n{stderr}", file=sys.stderr)
+                return {}
+            reports.setdefault(run, []).append(json.loads(output.read_text()))
+    return reports
+
+
+# --- what each check shows, in plain words; (line, whether it worked) ---------------------------------------------
+
+
+def error_line(error: str, where: str = "") -> str:
+    """``fails[ where]: Kind: the message's first line``."""
+    kind, _, message = error.partition(": ")
+    return f"fails{where}: {kind}: {message.partition(chr(10))[0]}"
+
+
+def times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
+def lookup(report: dict[str, Any]) -> tuple[str, bool]:
+    value = report["value_model"]
+    if "error" in value:
+        return error_line(value["error"]), False
+    added = " (added by npu_shim)" if value.get("added_by_npu_shim") else ""
+    return f"{value['class'].rsplit('.', 1)[1]}{added}", True
+
+
+def build(engine: dict[str, Any]) -> tuple[str, bool]:
+    if "error" in engine:
+        return error_line(engine["error"]), False
+    calls = engine["repatch_calls"]
+    if not calls:
+        return "built; MindSpeed never set up", False
+    when = sorted({"after" if call["parallel_state_initialized"] else "before" for call in calls})
+    return f"built; MindSpeed set up {times(len(calls))}, {' and '.join(when)} Megatron's parallel state", True
+
+
+def user_config(engine: dict[str, Any]) -> tuple[str, bool]:
+    if "error" in engine:
+        return "not built", False
+    if engine["user_config_unchanged"]:
+        return "left as you gave it", True
+    after = engine["user_config_after"]  # the report's "override" is the same dict, written to as well
+    written = [f"{key}={value}" for key, value in after.items() if GIVEN.get(key, object()) != value]
+    return f"verl wrote {', '.join(written) or 'to it'} into your override_transformer_config", False
+
+
+def verl_files(reports: list[dict[str, Any]]) -> tuple[str, bool]:
+    unchanged = all(report["verl_digest_before"] == report["verl_digest_after"] for report in reports)
+    return ("unchanged (same hash before and after)", True) if unchanged else ("CHANGED", False)
+
+
+def ring(ranks: list[dict[str, Any]], engine: str) -> tuple[str, bool]:
     builds = [report["engines"][f"{engine}/defaults"] for report in ranks]
     if "error" in builds[0]:
-        return "not built: " + builds[0]["error"].split(":", 1)[0]
+        return error_line(builds[0]["error"]), False
     rings = {str(build["ring_state"]["inter_window_kv"]) for build in builds}
     if rings == {"None"}:
-        return "built, NO ring: repatch came after the mesh"
-    return f"built, ring {' / '.join(sorted(rings))} on both ranks"
+        return "built, but context-parallel attention not set up (MindSpeed came after the device mesh)", False
+    if "None" in rings:
+        return "built, context-parallel attention set up on one rank only", False
+    return f"built; context-parallel attention set up on both ranks (ring over ranks {' / '.join(sorted(rings))})", True
 
 
-def engine_line(engine: dict[str, Any]) -> str:
-    if "error" in engine:
-        return "not built: " + engine["error"].split(":", 1)[0]
-    timing = ["after" if call["parallel_state_initialized"] else "before" for call in engine["repatch_calls"]]
-    return f"built; repatch x{len(timing)}, {'/'.join(timing) or '-'} parallel state"
-
-
-def critic_step_line(report: dict[str, Any]) -> str:
+def train_critic(report: dict[str, Any]) -> tuple[str, bool]:
     critic = report["roles"]["critic"]
     if critic["error"]:
-        where = "not built" if critic["stage"] == "build" else f"failed at {critic['stage']}"
-        return f"{where}: {critic['error'].split(':', 1)[0]}"
+        return error_line(critic["error"], "" if critic["stage"] == "build" else f" at {critic['stage']}"), False
     first, *_, last = critic["losses"]
-    values = f"values on {critic['output_device']}, {critic['max_abs_diff']:.4f} from the reference"
-    return f"{values}; loss {first:.3f} -> {last:.3f}"
+    values = f"values on {critic['output_device']} within {critic['max_abs_diff']:.4f} of a Hugging Face reference"
+    return f"{values}; value loss {first:.3f} -> {last:.3f}", True
 
 
-def actor_cp_line(ranks: list[dict[str, Any]], one_rank: dict[str, Any]) -> str:
+def train_actor_cp(ranks: list[dict[str, Any]], one_rank: dict[str, Any]) -> tuple[str, bool]:
     actor = ranks[0]["layouts"]["cp2"]["actor"]
     if actor["error"]:
         kind, _, message = actor["error"].partition(": ")
         if message.startswith("Context parallel ranks for ring"):  # MindSpeed's, from its CP attention's forward
-            return f"fails at its first forward: {kind} (MindSpeed's ring not initialized)"
-        return f"failed at {actor['stage']}: {kind}"
+            return f"fails at its first forward: {kind} (context-parallel attention was not set up)", False
+        return error_line(actor["error"], f" at {actor['stage']}"), False
     reference = one_rank["roles"]["actor"]["outputs_before"]
     pairs = zip(actor["outputs_before"], reference, strict=True)
     difference = max(abs(a - b) for row, other in pairs for a, b in zip(row, other, strict=True))
     first, *_, last = actor["losses"]
-    return f"log-probs {difference:.4f} from one rank's; loss {first:.3f} -> {last:.3f}"
+    return f"log-probs within {difference:.4f} of the one-rank actor's; policy loss {first:.3f} -> {last:.3f}", True
 
 
-def rows(report: dict[str, Any]) -> list[str]:
-    value = report["value_model"]
-    resolved = value["error"].split(":", 1)[0] + " (below)" if "error" in value else value["class"].rsplit(".", 1)[1]
-    if value.get("added_by_npu_shim"):
-        resolved += " (npu_shim)"
-    lm = report["engines"]["language_model/defaults"]
+def checks(results: dict[str, Reports]) -> list[tuple[str, str, dict[str, tuple[str, bool]]]]:
+    """(key, what is checked, run -> (what happened, whether it worked)), in the order printed."""
+    one = {run: results["build"][run][0] for run in RUNS}
+    value, language = (
+        {run: one[run]["engines"][f"{model}/defaults"] for run in RUNS} for model in ("value_model", "language_model")
+    )
+    cp2, trained = results["build_cp2"], {run: results["train"][run][0] for run in RUNS}
+    new = 'EngineRegistry.new("{}", "megatron", ...) on one rank'
+    rows = [
+        ("lookup", 'verl looks up the critic\'s engine: get_engine_cls("value_model", "megatron")', lookup, one),
+        ("critic", f"critic: {new.format('value_model')}", build, value),
+        ("actor", f"actor: {new.format('language_model')}", build, language),
+        ("user_config", f"actor: your override_transformer_config (you gave {GIVEN})", user_config, language),
+        ("verl_files", "verl's files on disk", lambda report: verl_files([report]), one),
+        ("critic_cp2", "critic, context parallelism 2 on 2 ranks", lambda ranks: ring(ranks, "value_model"), cp2),
+        ("actor_cp2", "actor, context parallelism 2 on 2 ranks", lambda ranks: ring(ranks, "language_model"), cp2),
+        ("critic_steps", f"critic: {STEPS} PPO steps on one rank (the simulated NPU computes)", train_critic, trained),
+    ]
+    checked = [(key, title, {run: show(inputs[run]) for run in RUNS}) for key, title, show, inputs in rows]
+    actor_steps = {run: train_actor_cp(results["train_cp2"][run], trained[run]) for run in RUNS}
+    return [*checked, ("actor_cp2_steps", f"actor: {STEPS} PPO steps, context parallelism 2 on 2 ranks", actor_steps)]
+
+
+def claims(shown: dict[str, dict[str, bool]], activated: bool) -> list[tuple[str, bool]]:
+    """What the run set out to show, each with whether its results bear it out."""
+    without, with_ = ({key: worked[run] for key, worked in shown.items()} for run in RUNS)
+    critic = ("lookup", "critic", "critic_cp2", "critic_steps")
     return [
-        resolved,
-        engine_line(report["engines"]["value_model/defaults"]),
-        engine_line(lm),
-        "unchanged" if lm.get("user_config_unchanged") else f"written: {lm.get('user_config_after')}",
-        "unchanged" if report["verl_digest_before"] == report["verl_digest_after"] else "CHANGED",
+        ("without npu_shim a Megatron critic on an NPU fails", not any(without[key] for key in critic)),
+        ("with npu_shim the critic builds and trains", all(with_[key] for key in critic)),
+        (
+            "the actor's context-parallel attention is set up and trains only with npu_shim",
+            not without["actor_cp2"] and with_["actor_cp2"] and with_["actor_cp2_steps"],
+        ),
+        ("your override_transformer_config is left as you gave it", with_["user_config"]),
+        ("verl's files were not changed", without["verl_files"] and with_["verl_files"]),
+        ("verl's own import activated npu_shim", activated),
     ]
 
 
-CRITIC_STEPS = 3
+def wrapped(text: str, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=" " * len(indent) + "  ")
+
+
+def render(results: dict[str, Reports]) -> list[str]:
+    """The report, no line over WIDTH columns."""
+    reports = {run: [report for phase in results.values() for report in phase[run]] for run in RUNS}
+    every = [*reports["without"], *reports["with"]]
+    versions = ", ".join(sorted({report["verl_version"] for report in every}))
+    devices = ", ".join(sorted({report["device"] for report in every}))
+    routes = Counter(str(report.get("activated_via")) for report in reports["with"])
+    loaded_without = sum(report["shim_loaded"] for report in reports["without"])
+    activated = routes == {"VERL_USE_EXTERNAL_MODULES": len(reports["with"])} and not loaded_without
+    via = ", ".join(f"{route} in {count}" for route, count in routes.items())
+    lines = [
+        f"verl {versions} saw device {devices} in all {len(every)} processes.",
+        *wrapped(f"npu_shim was activated via {via} of the {len(reports['with'])} processes with it (by verl's own "
+                 f"import), and loaded in {loaded_without} of the {len(reports['without'])} without it."),
+    ]  # fmt: skip
+    shown: dict[str, dict[str, bool]] = {}
+    seen: set[str] = set()
+    for key, title, outcomes in checks(results):
+        lines += ["", *wrapped(title)]
+        for run in RUNS:
+            text = outcomes[run][0]
+            if text.startswith("fails: ") and text in seen:
+                text = f"fails: the same {text.split(':')[1].strip()} as above"
+            seen.add(text)
+            lines += wrapped(text, f"  {run + ' npu_shim:':<18}")
+        shown[key] = {run: outcomes[run][1] for run in RUNS}
+    fixes: dict[str, list[dict[str, str]]] = {}
+    for outcome in results["build"]["with"][0].get("outcomes", []):
+        fixes.setdefault(outcome["verdict"], []).append(outcome)
+    lines += ["", "npu_shim's fixes on this verl, in its own words:"]
+    for outcome in fixes.pop("applied", []):
+        lines += wrapped(f"{outcome['fix']}: {outcome['reason']}", "  ")
+    for verdict, outcomes in fixes.items():
+        lines += wrapped(f"{verdict} here: {', '.join(outcome['fix'] for outcome in outcomes)}", "  ")
+    held = claims(shown, activated)
+    shown_claims = "; ".join(claim for claim, ok in held if ok) or "none of what it set out to"
+    lines += ["", *wrapped(f"Shown on verl {versions}: {shown_claims}.")]
+    if missing := [claim for claim, ok in held if not ok]:
+        lines += wrapped("NOT shown (see above): " + "; ".join(missing) + ".")
+    return lines
 
 
 def main() -> int:
-    print("npu_shim demo: verl 0.7.1 from PyPI, real megatron-core, gloo ranks on this CPU.")
+    print(f"npu_shim demo: verl {metadata.version('verl')} from PyPI, real megatron-core, gloo ranks on this CPU.")
     print("The Ascend NPU is SIMULATED (simulated_npu's stand-ins for torch_npu and MindSpeed).")
-    print("Building both engines, then training them, without and with the shim (each run in fresh interpreters) ...\n")
-    modes = ("none", "sitecustomize")
+    print("without npu_shim: verl as installed")
+    print(f"with npu_shim:    {ROUTE}")
+    print("Building verl's critic and actor engines, then training them, each way in fresh interpreters ...")
     with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp)
-        one_rank = {
-            mode: [(probe.start(mode, directory / f"{mode}.json"), directory / f"{mode}.json")] for mode in modes
-        }
-        if not (reports := collect(one_rank)):
-            return 1
-        cp_ranks = {mode: probe.start_ranks(mode, directory) for mode in modes}
-        if not (cp_reports := collect(cp_ranks)):
-            return 1
-        options = ("--steps", str(CRITIC_STEPS))
-        outputs = {mode: directory / f"train-{mode}.json" for mode in modes}
-        training = {mode: [(train_probe.start(mode, outputs[mode], *options), outputs[mode])] for mode in modes}
-        if not (trained := collect(training)):
-            return 1
-        actor_cp = {
-            mode: train_probe.start_ranks(mode, directory, "cp2", "--roles", "actor", *options) for mode in modes
-        }
-        if not (actor_cp_reports := collect(actor_cp)):
-            return 1
-    labels = [
-        'get_engine_cls("value_model", "megatron")',
-        "critic: EngineRegistry.new(value_model)",
-        "actor: EngineRegistry.new(language_model)",
-        "actor: user's override_transformer_config",
-        "verl's files on disk",
-        "critic, CP=2 on 2 ranks: MindSpeed's ring",
-        "actor, CP=2 on 2 ranks: MindSpeed's ring",
-        f"critic: {CRITIC_STEPS} PPO steps (value loss)",
-        f"actor, CP=2 on 2 ranks: {CRITIC_STEPS} PPO steps",
-    ]
-    before, after = (
-        [
-            *rows(reports[mode][0]),
-            *(ring_line(cp_reports[mode], engine) for engine in ("value_model", "language_model")),
-            critic_step_line(trained[mode][0]),
-            actor_cp_line(actor_cp_reports[mode], trained[mode][0]),
-        ]
-        for mode in modes
-    )
-    reports = {mode: runs[0] for mode, runs in reports.items()}
-    width = [max(map(len, column)) for column in (labels, before)]
-    corner = f"device verl sees: {reports['none']['device']}"
-    print(f"{corner:<{width[0]}}  {'without npu_shim':<{width[1]}}  with npu_shim")
-    print(f"{'-' * width[0]}  {'-' * width[1]}  {'-' * max(map(len, after))}")
-    for label, old, new in zip(labels, before, after, strict=True):
-        print(f"{label:<{width[0]}}  {old:<{width[1]}}  {new}")
-    print(f"\nWithout the shim, verl says: {reports['none']['value_model'].get('error')}")
-    print("\nWith the shim: activated through sitecustomize on PYTHONPATH; verdicts:")
-    for outcome in reports["sitecustomize"]["outcomes"]:
-        print(f"  {outcome['fix']:<24} {outcome['verdict']:<15} {outcome['reason']}")
+        results = run_all(Path(tmp))
+    if results is None:
+        return 1
+    print()
+    for line in render(results):
+        print(line)
     return 0
-
-
-def collect(children: dict[str, list[tuple[subprocess.Popen[str], Path]]]) -> dict[str, list[dict[str, Any]]]:
-    """mode -> the reports of its processes; empty if one failed (said on stderr)."""
-    reports: dict[str, list[dict[str, Any]]] = {}
-    flat = {(mode, index): child for mode, runs in children.items() for index, (child, _) in enumerate(runs)}
-    finished = probe.finish(flat, timeout=900)
-    for mode, runs in children.items():
-        for index, (_, output) in enumerate(runs):
-            status, stderr = finished[(mode, index)]
-            if status != 0:
-                print(f"the {mode!r} run failed:\n{stderr}", file=sys.stderr)
-                return {}
-            reports.setdefault(mode, []).append(json.loads(output.read_text()))
-    return reports
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@
 import os
 import sys
 
-from npu_shim.names import WAITING
+from npu_shim.names import VERSION, WAITING
 
-__version__ = "0.1.0"
+__version__ = VERSION
 __all__ = ["__version__", "activate", "activated_via"]
 
 # npu_shim.switches.SWITCHES:

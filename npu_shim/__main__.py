@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
         help="probe a worker of the running Ray cluster at ADDRESS (default: auto) instead of a fresh interpreter",
     )
     doctor.add_argument(
+        "--device",
+        choices=["npu"],
+        help="judge as on a host where verl sees this device, on a machine without one (an image build): verl's "
+        "engines are looked up for it, with the same exit status",
+    )
+    doctor.add_argument(
         "--timeout",
         type=_seconds,
         default=600,
@@ -147,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ray_address=None if args.ray == "auto" else args.ray,
         use_ray=args.ray is not None,
         timeout=args.timeout,
+        device=args.device,
     )
     emit(text)
     return status

@@ -23,7 +23,8 @@ from npu_shim.fixes import (
 )
 from npu_shim.patching import Fix
 from npu_shim.recognition import KnownFunction
-from npu_shim.verdicts import Outcome
+from npu_shim.switches import DISABLED_FIXES, disabled_fixes
+from npu_shim.verdicts import DISABLED, Outcome
 
 FIXES: tuple[Fix, ...] = (
     shared_repatch.FIX,  # verl #6135: the repatch function both engines share
@@ -51,10 +52,18 @@ def apply_module(module: ModuleType, changes: ChangeSet) -> list[Outcome]:
     """Apply the fixes that watch ``module``, just imported, each edit recorded in ``changes``.
 
     The one application: the hook keeps the changes, the doctor reverts them at once. A fix that raises
-    leaves ``module`` as it was (the edits made so far reverted) and the error propagates.
+    leaves ``module`` as it was (the edits made so far reverted) and the error propagates. A fix that
+    ``NPU_SHIM_DISABLED_FIXES`` names is not applied.
     """
+    turned_off = disabled_fixes(fix_names())
     try:
-        return [fix.apply(module, changes) for fix in FIXES if fix.watches == module.__name__]
+        return [
+            Outcome(fix.name, DISABLED, f"turned off by {DISABLED_FIXES}")
+            if fix.name in turned_off
+            else fix.apply(module, changes)
+            for fix in FIXES
+            if fix.watches == module.__name__
+        ]
     except BaseException:
         changes.revert()
         raise

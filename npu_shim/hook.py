@@ -8,11 +8,16 @@ fixes are reverted, one warning names the switch that turns the shim off, and th
 on with that module as it shipped, unless ``NPU_SHIM_STRICT=1``. The fixes run outside the hook's
 lock, which guards its bookkeeping alone: a fix that imports another watched module runs that
 module's fixes in its own thread, as wrapt calls hooks outside its own lock.
+
+Where the fixes of a module change verl, one INFO line says so on logger ``npu_shim``, which users see in the
+process's stderr (Ray's worker logs) without configuring logging: :class:`StderrUntilConfigured`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 from types import ModuleType
 
@@ -20,8 +25,10 @@ import wrapt
 
 from npu_shim.catalogue import apply_module, fix_names, watched_modules
 from npu_shim.changes import ChangeSet
-from npu_shim.switches import switch, warn_once
-from npu_shim.verdicts import UNRECOGNISED, Outcome
+from npu_shim.layout import installed_verl_version
+from npu_shim.names import VERSION
+from npu_shim.switches import LOG_LEVEL, log_level, switch, warn_once
+from npu_shim.verdicts import APPLIED, UNRECOGNISED, Outcome
 
 logger = logging.getLogger("npu_shim")
 
@@ -32,12 +39,39 @@ failure: BaseException | None = None
 failed_module: str | None = None  # the module whose fixes failed (and were reverted), with ``failure``
 
 
+class StderrUntilConfigured(logging.StreamHandler):
+    """Writes npu_shim's records to the stderr of the moment while the application has configured no logging.
+
+    Without a handler of its own, Python shows a library's records at WARNING and above only (``logging.lastResort``):
+    the line that says where the shim changed verl is INFO. Once the root logger has a handler (``basicConfig``,
+    verl's or Ray's set-up), records reach it by propagation instead and this one stays quiet: never written twice.
+    """
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)  # not StreamHandler's: the stream is looked up at each record (pytest swaps it)
+        self.addFilter(lambda record: not logging.getLogger().handlers)
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+
+def show_log_lines() -> None:
+    """Let the npu_shim logger's INFO lines be seen: its level from ``NPU_SHIM_LOG_LEVEL`` (unless the application set
+    one and the variable is unset), and :class:`StderrUntilConfigured` once."""
+    if logger.level == logging.NOTSET or LOG_LEVEL in os.environ:
+        logger.setLevel(log_level())
+    if not any(isinstance(handler, StderrUntilConfigured) for handler in logger.handlers):
+        logger.addHandler(StderrUntilConfigured())
+
+
 def register() -> None:
     global _registered
     with _lock:
         if _registered:
             return
         _registered = True
+    show_log_lines()
     for module_name in watched_modules():
         wrapt.register_post_import_hook(on_module_imported, module_name)
 
@@ -69,7 +103,16 @@ def on_module_imported(module: ModuleType) -> None:
         if outcome.verdict == UNRECOGNISED:  # verl needs the change, but its code is not what the fix knows
             warn_once(f"unrecognised-{outcome.fix}", "npu_shim did not apply %s: %s", outcome.fix, outcome.reason)
         else:
-            logger.info("%s: %s (%s)", outcome.fix, outcome.verdict, outcome.reason)
+            logger.debug("%s: %s (%s)", outcome.fix, outcome.verdict, outcome.reason)
+    applied = [outcome.fix for outcome in results if outcome.verdict == APPLIED]
+    if applied:  # a process where the shim changes nothing says nothing
+        logger.info(
+            "npu_shim %s: changed verl %s in this process: %s (%s=WARNING hides this line)",
+            VERSION,
+            installed_verl_version() or "(version unknown)",
+            ", ".join(applied),
+            LOG_LEVEL,
+        )
 
 
 def _record(results: list[Outcome]) -> None:

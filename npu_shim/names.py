@@ -3,6 +3,7 @@ package's ``__init__`` included, without one part importing another that imports
 
 import os
 
+VERSION = "0.2.0"  # the one place it is written: npu_shim.__version__, and pyproject.toml reads it here
 PACKAGE = "npu_shim"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file's text: it is npu_shim's

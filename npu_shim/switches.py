@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 SWITCHES = {
     "NPU_SHIM_DISABLE": False,  # 1: install nothing at all
@@ -12,6 +13,11 @@ SWITCHES = {
 }
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
+
+# Not booleans, read where they act (the hook):
+DISABLED_FIXES = "NPU_SHIM_DISABLED_FIXES"  # fix names, comma-separated: those fixes are not applied
+LOG_LEVEL = "NPU_SHIM_LOG_LEVEL"  # the npu_shim logger's level; INFO (the default) shows where verl was changed
+_LEVELS = {"DEBUG": 10, "INFO": 20, "WARN": 30, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
 _warned: set[str] = set()
 
@@ -40,6 +46,42 @@ def switch(name: str) -> bool:
 def read_all() -> dict[str, bool]:
     """Every switch's value; each bad value is reported (once) now."""
     return {name: switch(name) for name in SWITCHES}
+
+
+def disabled_fixes(known: Sequence[str]) -> frozenset[str]:
+    """The fixes ``NPU_SHIM_DISABLED_FIXES`` turns off; a name that is no fix's is reported once, and ignored."""
+    named = {name.strip() for name in os.environ.get(DISABLED_FIXES, "").split(",")} - {""}
+    unknown = sorted(named.difference(known))
+    if unknown:
+        warn_once(
+            f"unknown-fixes-{unknown}",
+            "%s names no fix %s: ignored. The fixes are: %s",
+            DISABLED_FIXES,
+            ", ".join(unknown),
+            ", ".join(known),
+        )
+    return frozenset(named.intersection(known))
+
+
+def log_level() -> int:
+    """The level ``NPU_SHIM_LOG_LEVEL`` asks for (a name as verl's ``VERL_LOGGING_LEVEL`` takes, or a number); INFO
+    by default, and for a value we cannot read (reported once)."""
+    raw = os.environ.get(LOG_LEVEL)
+    if raw is None:
+        return _LEVELS["INFO"]
+    value = raw.strip().upper()
+    if value.isdigit():
+        return int(value)
+    if value in _LEVELS:
+        return _LEVELS[value]
+    warn_once(
+        f"bad-switch-{LOG_LEVEL}",
+        "%s=%r is not a logging level (%s); using INFO",
+        LOG_LEVEL,
+        raw,
+        "DEBUG, INFO, WARNING, ERROR",
+    )
+    return _LEVELS["INFO"]
 
 
 def warn_once(key: str, message: str, *args: object) -> None:

@@ -14,6 +14,7 @@ ALREADY_APPLIED = "already applied"  # by an earlier activation in this process
 NATIVE = "native"  # this verl has the change: npu_shim stands aside
 NOT_APPLICABLE = "not applicable"  # nothing to fix here (old verl, no Megatron, no MindSpeed engine)
 UNRECOGNISED = "unrecognised"  # the change is missing here, but the code is no release's: left alone, with a warning
+DISABLED = "disabled"  # turned off by NPU_SHIM_DISABLED_FIXES: not applied, whatever this verl needs
 MISSING = "missing"  # a judgement only, never an outcome: the change is missing, and the fix applies it
 
 

@@ -11,7 +11,7 @@ longer in the file (the code moved on: update the list). Run with the unit envir
     .cache/envs/unit-*/bin/python scripts/mutations.py chain: kit:  # ... "chain:" or "kit:"
 
 Exit status 1 when a mutation survived or went stale, unless it is a known survivor: one the
-unit layer cannot see, with the reason and the layer that kills it (also in the README).
+unit layer cannot see, with the reason and the layer that kills it (also in docs/testing.md).
 """
 
 from __future__ import annotations

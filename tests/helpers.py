@@ -33,7 +33,7 @@ def shim_source(directory: Path) -> Path:
     ``verl.plugins`` entry point in every test that puts the checkout on PYTHONPATH)."""
     source = directory / "npu-shim-source"
     source.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "npu_shim", source / "npu_shim", ignore=shutil.ignore_patterns("__pycache__"))
     return source

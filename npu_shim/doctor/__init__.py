@@ -25,7 +25,7 @@ where verl looks up npu engines (``bridge``); 2 when the probe gave no report (i
 cluster answered, or npu_shim is not importable there and the critic's engine
 is not known to fail); else 0, including when verl is not installed and when no
 NPU is seen there (``"not judged"``: the critic's engine lookup is only judged
-where verl looks up NPU engines).
+where verl looks up NPU engines; ``--device npu`` judges as on an NPU host, where an image is built).
 
 ``--json`` prints the report, :class:`npu_shim.doctor.report.Report`, as one JSON object (stable; new keys may be
 added); ``npu_shim.doctor.report`` documents each key where its value is declared.
@@ -59,8 +59,9 @@ def shim_parent() -> str:
     return str(Path(npu_shim.__file__).resolve().parent.parent)
 
 
-def probe_in_fresh_interpreter(timeout: float) -> dict[str, Any]:
-    """The probe's report from ``sys.executable`` started with the caller's environment, as a worker would be."""
+def probe_in_fresh_interpreter(timeout: float, device: str | None = None) -> dict[str, Any]:
+    """The probe's report from ``sys.executable`` started with the caller's environment, as a worker would be;
+    ``device``: the probe's ``assumed_device``."""
     from npu_shim.doctor import probe
 
     source = Path(probe.__file__).read_text(encoding="utf-8")
@@ -69,7 +70,7 @@ def probe_in_fresh_interpreter(timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="npu-shim-doctor-") as neutral:
         try:
             completed = subprocess.run(
-                [sys.executable, "-c", source, shim_parent()],
+                [sys.executable, "-c", source, shim_parent(), device or ""],
                 env=environment_as_given(),
                 cwd=neutral,
                 capture_output=True,
@@ -86,17 +87,22 @@ def probe_in_fresh_interpreter(timeout: float) -> dict[str, Any]:
         raise RuntimeError(f"the probe exited {completed.returncode}: {completed.stderr.strip()[-2000:]}") from error
 
 
-def collect(ray_address: str | None = None, use_ray: bool = False, timeout: float = 600) -> Report:
-    """The doctor's report, from a fresh interpreter or (``use_ray``) a Ray worker."""
+def collect(
+    ray_address: str | None = None, use_ray: bool = False, timeout: float = 600, device: str | None = None
+) -> Report:
+    """The doctor's report, from a fresh interpreter or (``use_ray``) a Ray worker; ``device``: judge as where verl
+    sees that device (``--device npu`` where an image is built), whatever device the probe sees."""
     from npu_shim.doctor import ray_probe, routes
 
     where = ray_probe.where(ray_address) if use_ray else FRESH_INTERPRETER
     try:
         if use_ray:
-            probed, resolved = ray_probe.probe_on_ray(ray_address, timeout, shim_parent(), environment_as_given())
+            probed, resolved = ray_probe.probe_on_ray(
+                ray_address, timeout, shim_parent(), environment_as_given(), device
+            )
             where = ray_probe.where(resolved)
         else:
-            probed = probe_in_fresh_interpreter(timeout)
+            probed = probe_in_fresh_interpreter(timeout, device)
         report = Report.from_json(probed)
     except RuntimeError as error:
         report = Report(ERROR, error=str(error))
@@ -107,17 +113,21 @@ def collect(ray_address: str | None = None, use_ray: bool = False, timeout: floa
         return report
     if report.findings is None:  # the probe ran but could not load npu_shim's report code there
         lookup = report.lookup
-        fails = lookup is not None and lookup.device == "npu" and not lookup.resolves
+        fails = lookup is not None and (lookup.assumed_device or lookup.device) == "npu" and not lookup.resolves
         return replace(report, status=PROBLEM if fails else ERROR, error=report.probe.report_error)
     return replace(report, routes=routes.judge(report))
 
 
 def main(
-    as_json: bool = False, ray_address: str | None = None, use_ray: bool = False, timeout: float = 600
+    as_json: bool = False,
+    ray_address: str | None = None,
+    use_ray: bool = False,
+    timeout: float = 600,
+    device: str | None = None,
 ) -> tuple[str, int]:
     """The report (text, or one JSON object) and the exit status."""
     from npu_shim.doctor.render import render
 
-    report = collect(ray_address, use_ray, timeout)
+    report = collect(ray_address, use_ray, timeout, device)
     text = json.dumps(report.to_json(), indent=2, sort_keys=True) if as_json else render(report)
     return text, report.exit_code

@@ -3,7 +3,7 @@
 Part of the doctor's probe (see ``verl_state``), read after verl imported its MindSpeed engine module.
 Where verl's module bound no ``repatch`` and a MindSpeed is installed, the probe imports
 ``mindspeed.megatron_adaptor`` itself to say why: verl's guarded import hides the error.
-README, "MindSpeed lines" (docs/mindspeed-lines.md), has the table this condenses.
+docs/mindspeed-lines.md has the table this condenses.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.names.WAITING, read without importing npu_shim
@@ -27,6 +28,8 @@ ENV_VARIABLES = (
     "NPU_SHIM_DISABLE",
     "NPU_SHIM_PROPAGATE",
     "NPU_SHIM_MEGATRON_ADAPTOR",
+    "NPU_SHIM_DISABLED_FIXES",
+    "NPU_SHIM_LOG_LEVEL",
 )
 
 
@@ -109,17 +112,41 @@ def _import_inactive(shim_parent: str | None) -> None:
             os.environ["NPU_SHIM_DISABLE"] = before
 
 
-def _minimal_verl_facts() -> dict[str, Any]:
+@contextlib.contextmanager
+def device_assumed(device: str | None) -> Iterator[None]:
+    """While it lasts, verl's engine registry (imported) looks engines up for ``device`` (None: the one verl sees):
+    the module that defines ``EngineRegistry`` answers ``device`` where it asks ``get_device_name()``, as on a host
+    with one. Only that lookup changes: ``verl.utils.device.get_device_name()`` still says what verl sees here."""
+    registry = getattr(sys.modules.get("verl.workers.engine"), "EngineRegistry", None)
+    module = sys.modules.get(getattr(registry, "__module__", ""))
+    seen = getattr(module, "get_device_name", None)
+    if device is None or seen is None:
+        yield
+        return
+    module.get_device_name = lambda: device
+    try:
+        yield
+    finally:
+        module.get_device_name = seen  # a Ray worker lives on
+
+
+def _minimal_verl_facts(assumed_device: str | None) -> dict[str, Any]:
     """Without npu_shim here: the device verl sees and whether a Megatron critic's engine resolves (the JSON of
     ``npu_shim.doctor.report.CriticLookup``, written without it)."""
-    facts: dict[str, Any] = {"device": None, "value_model_megatron_resolves": False, "value_model_megatron_error": None}
+    facts: dict[str, Any] = {
+        "device": None,
+        "assumed_device": assumed_device,
+        "value_model_megatron_resolves": False,
+        "value_model_megatron_error": None,
+    }
     try:
         with contextlib.redirect_stdout(sys.stderr):
             from verl.utils.device import get_device_name
             from verl.workers.engine import EngineRegistry
 
             facts["device"] = str(get_device_name())
-            EngineRegistry.get_engine_cls("value_model", "megatron")
+            with device_assumed(assumed_device):
+                EngineRegistry.get_engine_cls("value_model", "megatron")
     except Exception as error:
         facts["value_model_megatron_error"] = f"{type(error).__name__}: {error}"
     else:
@@ -127,9 +154,10 @@ def _minimal_verl_facts() -> dict[str, Any]:
     return facts
 
 
-def probe(shim_parent: str | None = None) -> dict[str, Any]:
+def probe(shim_parent: str | None = None, assumed_device: str | None = None) -> dict[str, Any]:
     """The JSON of ``npu_shim.doctor.verl_state.collect()``'s report here, with what start-up and ``import verl``
-    did; without npu_shim here, what this file reads itself."""
+    did; without npu_shim here, what this file reads itself. ``assumed_device``: look engines up for it (``doctor
+    --device``)."""
     state = start_state()
     order = MegatronOrder()  # first: it must see MegatronAdaptor's lookup even where npu_shim's watcher makes it
     sys.meta_path.insert(0, order)
@@ -141,13 +169,13 @@ def probe(shim_parent: str | None = None) -> dict[str, Any]:
             from npu_shim.doctor import verl_state
         except Exception as error:
             state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
-            return {"probe": state, **_minimal_verl_facts()}
+            return {"probe": state, **_minimal_verl_facts(assumed_device)}
         state["report_error"] = None
-        report = verl_state.collect(state["verl_import_error"])
+        report = verl_state.collect(state["verl_import_error"], assumed_device, device_assumed)
     finally:
         sys.meta_path.remove(order)  # a Ray worker lives on
     return verl_state.with_probe(report, state, order.at_adaptor).to_json()
 
 
-if __name__ == "__main__":  # python -c <this source> [SHIM_PARENT]
-    print(json.dumps(probe(sys.argv[1] if len(sys.argv) > 1 else None)))
+if __name__ == "__main__":  # python -c <this source> [SHIM_PARENT [DEVICE]]
+    print(json.dumps(probe(*(argument or None for argument in sys.argv[1:3]))))

@@ -31,7 +31,7 @@ CLIENT = """
 import json, sys
 sys.path.insert(0, {shim_parent!r})
 from npu_shim.doctor.ray_probe import connect_and_probe
-print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {timeout!r}, {shim_parent!r})))
+print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {timeout!r}, {shim_parent!r}, {device!r})))
 """
 GRACE = 2.0  # seconds the client keeps, of the doctor's timeout, to say why it had no answer
 
@@ -58,9 +58,11 @@ def _with_our_advice(error: BaseException) -> str:
     return str(error) if len(kept) == len(sentences) else " ".join([*kept, ADVICE])
 
 
-def connect_and_probe(address: str | None, deadline: float, timeout: float, shim_parent: str) -> dict[str, Any]:
+def connect_and_probe(
+    address: str | None, deadline: float, timeout: float, shim_parent: str, device: str | None = None
+) -> dict[str, Any]:
     """In the client interpreter: ``{"report": ...}`` from a Ray worker by ``deadline`` (the doctor's
-    ``timeout`` less a grace), or ``{"error": "..."}``."""
+    ``timeout`` less a grace), or ``{"error": "..."}``; ``device``: the probe's ``assumed_device``."""
     try:
         import ray
         from ray.exceptions import GetTimeoutError
@@ -75,7 +77,7 @@ def connect_and_probe(address: str | None, deadline: float, timeout: float, shim
     info = getattr(context, "address_info", None)
     resolved = (info.get("gcs_address") or info.get("address")) if isinstance(info, dict) else None
     try:
-        reference = task.remote(shim_parent)
+        reference = task.remote(shim_parent, device)
         try:
             report = ray.get(reference, timeout=max(deadline - time.time(), 0.1))
             return {"report": report, "address": resolved or address or "auto"}
@@ -112,7 +114,7 @@ def _interrupts_raise() -> Iterator[None]:
 
 
 def probe_on_ray(
-    address: str | None, timeout: float, shim_parent: str, env: dict[str, str]
+    address: str | None, timeout: float, shim_parent: str, env: dict[str, str], device: str | None = None
 ) -> tuple[dict[str, Any], str]:
     """The probe's report from a Ray worker within ``timeout`` s, and the address of the cluster Ray connected to;
     RuntimeError with a readable message otherwise."""
@@ -121,7 +123,7 @@ def probe_on_ray(
         [
             sys.executable,
             "-c",
-            CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline, timeout=timeout),
+            CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline, timeout=timeout, device=device),
         ],
         env=env,
         stdout=subprocess.PIPE,

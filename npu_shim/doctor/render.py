@@ -8,6 +8,7 @@ from npu_shim.doctor.report import (
     AdaptorOrder,
     CriticLookup,
     Findings,
+    FixRow,
     PythonpathRoute,
     Report,
     Route,
@@ -20,6 +21,7 @@ WOULD = {
     "native": "verl has it",
     "not applicable": "nothing to do here",
     "unrecognised": "code it does not know",
+    "disabled": "turned off",
 }
 
 
@@ -96,10 +98,12 @@ def _verl_lines(report: Report, findings: Findings, lookup: CriticLookup) -> lis
     else:
         lines = [("verl", f"not installed ({verl.error}): npu_shim has nothing to do")]
     lines.append(shim_line)
+    if shim.disabled_fixes or shim.unknown_fixes:
+        lines.append(("fixes off", _fixes_off_text(shim.disabled_fixes, shim.unknown_fixes, findings.fixes)))
     if findings.layout.description:
         lines.append(("layout", findings.layout.description))
-    device = str(lookup.device)
-    if findings.engine_device not in (None, lookup.device):
+    device = _device_text(lookup)
+    if findings.engine_device not in (None, lookup.device, lookup.assumed_device):
         device += f" (engines looked up for {findings.engine_device}: VERL_ENGINE_DEVICE)"
     lines.append(("device", device))
     lines.append(("torch_npu", _torch_npu_text(findings.torch_npu)))
@@ -119,7 +123,18 @@ def _verl_lines(report: Report, findings: Findings, lookup: CriticLookup) -> lis
     for row in findings.unrecognised:
         then = "a Megatron critic on an NPU fails" if row.breaks_critic else "see its reason under fixes"
         lines.append(("unrecognised", f"{row.fix}: verl needs its change, in code npu_shim does not know; {then}"))
+    for row in findings.needed_but_off:
+        then = "a Megatron critic on an NPU fails" if row.breaks_critic else "docs/fixes.md says what it mends"
+        lines.append(("turned off", f"{row.fix}: verl lacks its change here; {then}"))
     return lines
+
+
+def _fixes_off_text(disabled: list[str], unknown: list[str], fixes: list[FixRow]) -> str:
+    text = f"{', '.join(disabled) or 'none'} (NPU_SHIM_DISABLED_FIXES)"
+    if unknown:
+        known = ", ".join(row.fix for row in fixes)
+        text += f"; no fix is named {', '.join(unknown)}: ignored (the fixes: {known})"
+    return text
 
 
 def _bridge_text(default: str) -> str:
@@ -140,6 +155,12 @@ def _adaptor_text(adaptor: AdaptorOrder) -> str:
     return text
 
 
+def _device_text(lookup: CriticLookup) -> str:
+    if lookup.assumed_device is None:
+        return str(lookup.device)
+    return f"{lookup.device}; judged as on an {lookup.assumed_device} host (--device {lookup.assumed_device})"
+
+
 def _resolution_text(lookup: CriticLookup) -> str:
     if lookup.resolves:
         return f"resolves to {lookup.engine_class or 'an engine class'}"
@@ -153,7 +174,8 @@ def _status_text(report: Report) -> str:
         engine_device = findings.engine_device if findings else None
         return (
             status
-            + f": verl looks up {engine_device} engines here, not npu; run the doctor where the workers see an NPU"
+            + f": verl looks up {engine_device} engines here, not npu; run the doctor where the workers see an NPU, "
+            "or with --device npu"
         )
     if report.status != PROBLEM or findings is None:
         return status
@@ -183,7 +205,7 @@ def render(report: Report) -> str:
     if findings is not None and lookup is not None:
         lines += _verl_lines(report, findings, lookup)
     elif lookup is not None:  # npu_shim was not importable there: the few facts the probe read itself
-        lines.append(("device", str(lookup.device)))
+        lines.append(("device", _device_text(lookup)))
         lines.append(("value_model/megatron", _resolution_text(lookup)))
     if report.error:
         lines.append(("error", report.error))

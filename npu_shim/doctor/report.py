@@ -157,7 +157,8 @@ class ProbeState:
     anything of npu_shim was imported there.
 
     ``environment``: its ``PYTHONPATH``, ``VERL_USE_EXTERNAL_MODULES``, ``VERL_USE_EXTERNAL_PLUGINS``,
-    ``NPU_SHIM_DISABLE``, ``NPU_SHIM_PROPAGATE``, ``NPU_SHIM_MEGATRON_ADAPTOR`` (None when unset);
+    ``NPU_SHIM_DISABLE``, ``NPU_SHIM_PROPAGATE``, ``NPU_SHIM_MEGATRON_ADAPTOR``, ``NPU_SHIM_DISABLED_FIXES``,
+    ``NPU_SHIM_LOG_LEVEL`` (None when unset);
     ``sitecustomize``: the file that ran; ``activated_at_start``, ``activated_after_verl``:
     ``npu_shim.activated_via()`` then; ``npu_shim_origin``: where its own sys.path finds npu_shim;
     ``verl_plugin``: the value of the ``npu_shim`` entry point of ``verl.plugins`` it sees;
@@ -233,7 +234,8 @@ class VerlFacts:
 @dataclass(frozen=True)
 class ShimState:
     """The shim there (``shim``). ``activated_via``: ``"sitecustomize"``, ``"VERL_USE_EXTERNAL_MODULES"``,
-    ``"verl.plugins"``, ``"import"`` or None; ``failure``: the error a fix raised; ``reason``: why it is not active."""
+    ``"verl.plugins"``, ``"import"`` or None; ``failure``: the error a fix raised; ``reason``: why it is not active;
+    ``disabled_fixes`` and ``unknown_fixes``: what ``NPU_SHIM_DISABLED_FIXES`` names there, fixes and not."""
 
     active: bool
     activated_via: str | None
@@ -241,6 +243,8 @@ class ShimState:
     hook_loaded: bool
     failure: str | None = None
     reason: str | None = None
+    disabled_fixes: list[str] = field(default_factory=list)  # what NPU_SHIM_DISABLED_FIXES turns off there
+    unknown_fixes: list[str] = field(default_factory=list)  # the names it gives that are no fix's (ignored)
 
 
 @dataclass(frozen=True)
@@ -256,9 +260,9 @@ class Layout:
 @dataclass(frozen=True)
 class FixRow:
     """A fix's verdict (``fixes``): ``"applied"``, ``"already applied"``, ``"native"``, ``"not applicable"``,
-    ``"unrecognised"`` (verl needs the change, but the function is no release's: left as verl ships it), or
-    ``"inactive"``; ``would`` (for ``"inactive"`` only): ``"apply"``, ``"native"``, ``"not applicable"`` or
-    ``"unrecognised"``."""
+    ``"unrecognised"`` (verl needs the change, but the function is no release's: left as verl ships it),
+    ``"disabled"`` (``NPU_SHIM_DISABLED_FIXES``) or ``"inactive"``; ``would`` (for ``"inactive"`` only): ``"apply"``,
+    ``"native"``, ``"not applicable"``, ``"unrecognised"`` or ``"disabled"``."""
 
     fix: str
     verdict: str
@@ -292,9 +296,12 @@ class RegistryRow:
 @dataclass(frozen=True)
 class CriticLookup:
     """``EngineRegistry.get_engine_cls("value_model", "megatron")`` there, and ``device``, what
-    ``verl.utils.device.get_device_name()`` returns. Read by ``probe.py`` itself where npu_shim is not importable."""
+    ``verl.utils.device.get_device_name()`` returns. Read by ``probe.py`` itself where npu_shim is not importable.
+    ``assumed_device``: the device the lookup was made for instead (``doctor --device npu``: an image build on a
+    machine without one), or None."""
 
     device: str | None = None
+    assumed_device: str | None = None
     resolves: bool = field(default=False, metadata=named("value_model_megatron_resolves"))
     engine_class: str | None = field(default=None, metadata=named("value_model_megatron_class"))
     error: str | None = field(default=None, metadata=named("value_model_megatron_error"))
@@ -385,7 +392,9 @@ class TorchNpu:
 class Findings:
     """What npu_shim's report code read in the probed interpreter, beside the critic's lookup: a full report.
 
-    ``engine_device``: the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9). Where verl did not
+    ``engine_device``: the device the engine registry looks up (``VERL_ENGINE_DEVICE`` on 0.9); ``needed_but_off``:
+    the fixes ``NPU_SHIM_DISABLED_FIXES`` turns off whose change this verl lacks (the doctor judges them; the hook
+    never runs a fix turned off), and whether a Megatron critic on an NPU then fails. Where verl did not
     import, only ``verl``, ``shim``, ``fixes``, ``stack`` and ``torch_npu`` are read; the rest keeps its defaults.
     """
 
@@ -400,6 +409,7 @@ class Findings:
     bridge: Bridge = field(default_factory=Bridge)
     engine_device: str | None = None
     registry: list[RegistryRow] = field(default_factory=list)
+    needed_but_off: list[UnrecognisedFix] = field(default_factory=list)  # turned off, and this verl lacks the change
 
 
 # -- the whole report ----------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -44,7 +46,7 @@ from npu_shim.doctor.routes import names_at_fault, pythonpath_entries
 from npu_shim.fixes import lm_engine_repatch, mindspeed_line_repatch, value_engine
 from npu_shim.found import found
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
-from npu_shim.switches import switch
+from npu_shim.switches import DISABLED_FIXES, switch
 from npu_shim.verdicts import APPLIED, NOT_APPLICABLE, UNRECOGNISED, Outcome, is_ours
 
 logger = logging.getLogger("npu_shim")
@@ -100,6 +102,8 @@ def _shim_state() -> ShimState:
         reason = f"the shim failed while patching {module} and left it as it shipped ({failure_text})"
     elif not hook.outcomes:
         reason = f"the shim's hook has not run on {ENGINE_PACKAGE}"
+    named = {name.strip() for name in os.environ.get(DISABLED_FIXES, "").split(",")} - {""}
+    known = fix_names()
     return ShimState(
         active=reason is None,
         activated_via=via,
@@ -107,6 +111,8 @@ def _shim_state() -> ShimState:
         hook_loaded=hook is not None,
         failure=failure_text,
         reason=reason,
+        disabled_fixes=[name for name in known if name in named],
+        unknown_fixes=sorted(named.difference(known)),
     )
 
 
@@ -187,6 +193,24 @@ def _unrecognised(fixes: list[FixRow]) -> list[UnrecognisedFix]:
     ]
 
 
+def _needed_but_off(shim: ShimState) -> list[UnrecognisedFix]:
+    """The fixes turned off whose change this verl lacks, judged here (the hook never runs one: its judgement may be
+    what a user turned it off for), and whether a Megatron critic then fails."""
+    rows = []
+    for fix in FIXES:
+        module = sys.modules.get(fix.watches)
+        if fix.name not in shim.disabled_fixes or module is None:
+            continue
+        try:
+            missing = fix.judge(module).missing
+        except Exception as error:
+            logger.debug("%s's judgement failed: %s", fix.name, _error(error))
+            continue
+        if missing:
+            rows.append(UnrecognisedFix(fix.name, critic_fails_without(fix.name)))
+    return rows
+
+
 # -- the registry --------------------------------------------------------------------------------
 
 
@@ -218,17 +242,23 @@ def _patched(engine_class: Any) -> bool:
     return any(is_ours(value) for value in getattr(engine_class, "__dict__", {}).values())
 
 
-def _lookup(registry: Any, device: str | None) -> CriticLookup:
-    """``get_engine_cls("value_model", "megatron")`` here: what a Megatron critic's engine resolves to, or why not."""
+# The probe's device_assumed: standard library, in probe.py, which imports this module (not the other way round).
+Assume = Callable[[str | None], AbstractContextManager[Any]]
+
+
+def _lookup(registry: Any, device: str | None, assumed_device: str | None, assume: Assume) -> CriticLookup:
+    """``get_engine_cls("value_model", "megatron")`` here (for ``assumed_device``, where ``assume`` makes the registry
+    look engines up for it): what a Megatron critic's engine resolves to, or why not."""
     if registry is None:
-        return CriticLookup(device, error="verl has no EngineRegistry with get_engine_cls")
+        return CriticLookup(device, assumed_device, error="verl has no EngineRegistry with get_engine_cls")
     try:
-        engine_class = registry.get_engine_cls("value_model", "megatron")
+        with assume(assumed_device):
+            engine_class = registry.get_engine_cls("value_model", "megatron")
     except AssertionError as error:
-        return CriticLookup(device, error=str(error))
+        return CriticLookup(device, assumed_device, error=str(error))
     except Exception as error:  # a verl we do not know: report, do not crash the doctor
-        return CriticLookup(device, error=_error(error))
-    return CriticLookup(device, resolves=True, engine_class=_qualified(engine_class))
+        return CriticLookup(device, assumed_device, error=_error(error))
+    return CriticLookup(device, assumed_device, resolves=True, engine_class=_qualified(engine_class))
 
 
 # -- the whole report ----------------------------------------------------------------------------
@@ -292,11 +322,15 @@ def _import_watched() -> dict[str, str]:
     return errors
 
 
-def collect(verl_import_error: str | None = None) -> Report:
+def collect(
+    verl_import_error: str | None = None, assumed_device: str | None = None, assume: Assume = nullcontext
+) -> Report:
     """The doctor's report as read here: status, the critic's lookup and the findings (no probe, no routes).
 
     ``verl_import_error``: how ``import verl`` failed where the probe first tried it, as a worker
     would (before the probe made npu_shim's report code importable): verl is not imported again.
+    ``assumed_device``: judge as where verl sees that device (``doctor --device npu``), whatever it sees here;
+    ``assume(assumed_device)`` makes verl's registry look engines up for it (the probe's ``device_assumed``).
     """
     # First, as before anything below imports more of Megatron: looking for MegatronAdaptor is what the probe's
     # MegatronOrder notes, where nothing looked for it before.
@@ -328,11 +362,12 @@ def collect(verl_import_error: str | None = None) -> Report:
         fixes = [FixRow(name, NOT_APPLICABLE, why) for name in fix_names()]
         findings = Findings(VerlFacts(installed=installed, error=error), shim, torch_npu, stack, fixes)
         # every worker that imports an installed verl dies the same way
-        return Report(PROBLEM if installed else NOT_APPLICABLE, lookup=CriticLookup(error=why), findings=findings)
+        lookup = CriticLookup(assumed_device=assumed_device, error=why)
+        return Report(PROBLEM if installed else NOT_APPLICABLE, lookup=lookup, findings=findings)
 
     facts = VerlFacts(True, True, str(getattr(verl, "__version__", None)), package_folder(verl), error)
-    findings = Findings(facts, shim, torch_npu, stack, engine_device=device)
-    lookup = CriticLookup(device, error=error)
+    findings = Findings(facts, shim, torch_npu, stack, engine_device=assumed_device or device)
+    lookup = CriticLookup(device, assumed_device, error=error)
     if engine_package is not None:
         layout = read_layout(engine_package)
         layout_id = _layout_id(layout)
@@ -346,10 +381,11 @@ def collect(verl_import_error: str | None = None) -> Report:
             unrecognised=_unrecognised(fixes),
             mindspeed=offer,
             bridge=bridge_state.bridge_state(),
-            engine_device=_engine_device(layout.registry, device),
+            engine_device=_engine_device(layout.registry, assumed_device or device),
             registry=_registry_rows(layout.registry),
+            needed_but_off=_needed_but_off(shim),
         )
-        lookup = _lookup(layout.registry, device)
+        lookup = _lookup(layout.registry, device, assumed_device, assume)
     return Report(_judge(findings, lookup), lookup=lookup, findings=findings)
 
 
@@ -361,7 +397,7 @@ def _judge(findings: Findings, lookup: CriticLookup) -> str:
         return PROBLEM
     if findings.engine_device != "npu":  # a build machine: say so, rather than "ok" for what was not seen
         return NOT_JUDGED
-    breaks_critic = any(row.breaks_critic for row in findings.unrecognised)
+    breaks_critic = any(row.breaks_critic for row in [*findings.unrecognised, *findings.needed_but_off])
     no_bridge = findings.bridge.import_error is not None  # verl's default config builds no Megatron model
     if breaks_critic or no_bridge or not lookup.resolves:
         return PROBLEM

@@ -12,7 +12,7 @@ Does: sets :func:`value_forward_step` on ``MegatronEngineWithValueHead`` (so on 
 from it, npu_shim's ``MindspeedEngineWithValueHead`` included). MTP is a language-model head: a value
 model never trains one.
 
-Not carried from #5870, and why (README, "Not carried"):
+Not carried from #5870, and why (docs/fixes.md, "Not carried, and why"):
 - ``tie_word_embeddings = False`` for value models before the model is built. With mbridge 0.15.1
   (PyPI's newest) a critic from a tied checkpoint fails in ``initialize()`` with the same
   ``ValueError: Weights set() not found in safetensors files`` on 0.7.1 with the shim and on 0.8.0,

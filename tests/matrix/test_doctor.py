@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import doctor, fixes_by_release, matrix_column, rendered
 
-from simulated_npu import SIMULATED_DIR, simulated_npu_env
+from simulated_npu import SIMULATED_DIR, TRANSFORMER_ENGINE_NPU_DIR, simulated_npu_env
 
 TORCH_RELEASE = importlib.metadata.version("torch").partition("+")[0]  # what the stand-in torch_npu reports, marked
 
@@ -226,6 +226,60 @@ def test_names_verls_default_bridge_and_a_missing_megatron_bridge_with_both_ways
     assert "critic.megatron.vanilla_mbridge=True" in bridge["meaning"]
     status = next(line for line in rendered(report).splitlines() if line.split()[:1] == ["status"])
     assert "problem (exit 1): verl's default Megatron-Bridge does not import" in status
+
+
+# -- where an image is built: no NPU, and `doctor --device npu` --------------------------------------------------
+
+# verl 0.6.x imports its MindSpeed engines unguarded: without MindSpeed there is no npu engine for the shim to add to
+# (on the images, MindSpeed is installed where the image is built too).
+ENGINES_WITHOUT_MINDSPEED = VERL_TUPLE >= (0, 7)
+
+
+@pytest.mark.parametrize("shim", ["with the shim", "without the shim"])
+def test_device_npu_judges_a_machine_without_an_npu_as_an_npu_host(shim: str) -> None:
+    """The kit is not on the path: verl sees no NPU (cpu with this torch, cuda with PyPI's torch 2.10)."""
+    env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    env["PYTHONPATH"] = str(ROOT)
+    if LINE == "core_r0.18.0":  # Megatron-Bridge needs TransformerEngineNPU, which the images install where they build
+        env["PYTHONPATH"] += os.pathsep + TRANSFORMER_ENGINE_NPU_DIR
+    if shim == "without the shim":
+        env["NPU_SHIM_DISABLE"] = "1"
+    unjudged = doctor(env, ROOT.parent)
+    assert (unjudged.status, unjudged.report["status"]) == (0, "not judged")
+    assert unjudged.report["device"] in ("cpu", "cuda")
+
+    judged = doctor(env, ROOT.parent, "--device", "npu")
+    report = judged.report
+    assert (report["device"], report["assumed_device"], report["engine_device"]) == (
+        unjudged.report["device"], "npu", "npu"
+    )  # fmt: skip
+    if not ENGINES_WITHOUT_MINDSPEED:
+        expected = (1, "problem")
+    elif AFFECTED:
+        expected = (0, "ok") if shim == "with the shim" else (1, "problem")
+    else:
+        expected = NATIVE_STATUS
+    assert (judged.status, report["status"]) == expected, rendered(report)
+    resolves = expected == (0, "ok") or (NATIVE and ENGINES_WITHOUT_MINDSPEED)
+    assert report["value_model_megatron_resolves"] is resolves
+    if not resolves:
+        assert UNKNOWN_DEVICE in report["value_model_megatron_error"]
+
+
+def test_a_fix_a_critic_needs_turned_off_is_a_problem_the_doctor_names() -> None:
+    """megatron_critic mends 0.7.1's critic forward (verl #5870): turned off there, the lookup resolves and the
+    critic's first forward fails. Where the release does not need it, turning it off changes no status."""
+    run = doctor(_clean_env(NPU_SHIM_DISABLED_FIXES="megatron_critic"), ROOT.parent)
+    report = run.report
+    assert {row["fix"]: row["verdict"] for row in report["fixes"]}["megatron_critic"] == "disabled"
+    needed = [row for row in report["needed_but_off"] if row["fix"] == "megatron_critic"]
+    if SHIM_WORK["megatron_critic"] != "applied":  # verl has the change, or its critic passes no such keyword
+        assert (needed, (run.status, report["status"])) == ([], NATIVE_STATUS)
+        return
+    assert needed == [{"fix": "megatron_critic", "breaks_critic": True}]
+    assert (run.status, report["status"]) == (1, "problem"), "the lookup resolves; the critic's forward would not"
+    assert report["value_model_megatron_resolves"] is True
+    assert "megatron_critic: verl lacks its change here; a Megatron critic on an NPU fails" in rendered(report)
 
 
 # -- the command line, without verl ------------------------------------------------------------------

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import ast
 import email
+import email.message
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from helpers import ROOT
@@ -27,6 +30,23 @@ def test_the_shims_wheel_holds_no_kit_file(installed_shim):
     assert "npu_shim" in shipped, "the installed shim is read"
     assert shipped & (STAND_INS | {"simulated_npu"}) == set()
     assert [path for path in (site / "npu_shim").rglob("*") if "simulated" in path.name] == []
+
+
+def _metadata(dist_info: Path) -> email.message.Message:
+    return email.message_from_bytes((dist_info / "METADATA").read_bytes())
+
+
+def test_the_shims_distribution_declares_its_licence_and_the_packages_version(installed_shim):
+    _, site = installed_shim
+    source = (ROOT / "npu_shim" / "names.py").read_text(encoding="utf-8")
+    (version,) = re.findall(r'^VERSION = "(.+)"', source, re.M)
+    (dist_info,) = site.glob("npu_shim-*.dist-info")
+    metadata = _metadata(dist_info)
+    assert metadata["Version"] == version  # pyproject.toml reads the package's __version__: one place
+    assert "License :: OSI Approved :: Apache Software License" in metadata.get_all("Classifier")
+    assert metadata["License"] == "Apache-2.0" or metadata["License-Expression"] == "Apache-2.0"
+    shipped_licence = [path for path in dist_info.rglob("LICENSE*") if path.is_file()]
+    assert [path.read_bytes() for path in shipped_licence] == [(ROOT / "LICENSE").read_bytes()]
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +106,9 @@ def test_the_kits_metadata_states_the_torch_it_supports(kit_wheel):
         assert not admitted.contains(untested), untested
     assert metadata["Name"] == "simulated-npu"
     assert "npu-shim" not in " ".join(metadata.get_all("Requires-Dist")), "the kit needs nothing of the shim"
+    assert "License :: OSI Approved :: Apache Software License" in metadata.get_all("Classifier")
+    assert metadata["License"] == "Apache-2.0" or metadata["License-Expression"] == "Apache-2.0"
+    licences = [
+        name for name in wheel.namelist() if name.startswith("simulated_npu-0.1.0.dist-info/") and "LICENSE" in name
+    ]
+    assert [wheel.read(name) for name in licences] == [(ROOT / "LICENSE").read_bytes()], "the kit's wheel carries it"

@@ -8,6 +8,7 @@ Each test runs the doctor from a clean environment over a synthetic 0.7.1 tree
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -86,36 +87,46 @@ def test_no_ray_cluster_is_an_error_within_the_timeout(site, tmp_path):
     assert "ray is not importable" in report["error"] or "could not connect" in report["error"]
 
 
-@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf", "soon"])
-def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(tmp_path, timeout):
+def refused(cwd, *arguments: str) -> str:
+    """The doctor's last line on stderr for ``arguments`` it refuses (exit 2, argparse's usage error)."""
     completed = subprocess.run(
-        [sys.executable, "-m", "npu_shim", "doctor", "--ray", "127.0.0.1:1", "--timeout", timeout],
+        [sys.executable, "-m", "npu_shim", "doctor", *arguments],
         env=clean_env([ROOT]),
-        cwd=tmp_path,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert completed.returncode == 2
-    assert completed.stderr.strip().splitlines()[-1] == (
+    return completed.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf", "soon"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(tmp_path, timeout):
+    assert refused(tmp_path, "--ray", "127.0.0.1:1", "--timeout", timeout) == (
         f"npu-shim doctor: error: argument --timeout: {timeout!r} is not a positive number of seconds"
     )
 
 
-def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, monkeypatch):
-    """The probe in an interpreter where npu_shim is not importable reads the device and the lookup itself."""
+def probe_without_npu_shim(tree, cwd, *argv: str) -> dict:
+    """The probe's report from a fresh interpreter over ``tree`` where npu_shim is not importable (no shim parent)."""
     source = (ROOT / "npu_shim" / "doctor" / "probe.py").read_text()
     completed = subprocess.run(
-        [sys.executable, "-c", source],
-        env=clean_env([synthetic("0.7.1")]),
-        cwd=tmp_path,
+        [sys.executable, "-c", source, *argv],
+        env=clean_env([tree]),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    probed = json.loads(completed.stdout.strip().splitlines()[-1])
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, monkeypatch):
+    """The probe in an interpreter where npu_shim is not importable reads the device and the lookup itself."""
+    probed = probe_without_npu_shim(synthetic("0.7.1"), tmp_path)
     assert "npu_shim is not importable here" in probed["probe"]["report_error"]
     assert probed["device"] == "npu"
     assert probed["value_model_megatron_resolves"] is False
@@ -123,7 +134,7 @@ def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, mon
 
     import npu_shim.doctor
 
-    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout: dict(probed))
+    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, device: dict(probed))
     report = npu_shim.doctor.collect()
     assert (report.status, report.exit_code) == ("problem", 1)
     assert "npu_shim is not importable here" in report.error
@@ -285,3 +296,77 @@ def test_a_checkout_on_pythonpath_declares_no_plugin(synthetic, tmp_path):
     assert report["shim"]["activated_via"] == "sitecustomize"
     assert report["routes"]["verl.plugins"]["configured"] is False
     assert report["routes"]["verl.plugins"]["needed"] is False
+
+
+# -- judging as on an NPU host where there is none (an image build), and fixes turned off -------------------------
+
+
+def _on_a_machine_without_an_npu(tree):
+    (tree / "verl" / "utils" / "device.py").write_text('def get_device_name():\n    return "cuda"\n')
+    return tree
+
+
+@pytest.mark.parametrize(
+    ("route", "expected"),
+    [({}, (1, "problem")), ({"VERL_USE_EXTERNAL_MODULES": "npu_shim"}, (0, "ok"))],
+    ids=["without the shim", "with the shim"],
+)
+def test_device_npu_judges_an_image_build_as_on_an_npu_host(site, synthetic, tmp_path, route, expected):
+    tree = _on_a_machine_without_an_npu(synthetic("0.7.1"))
+    report, status = run_doctor([site, tree], tmp_path, "--device", "npu", **route)
+    assert (status, report["status"]) == expected
+    assert (report["device"], report["assumed_device"], report["engine_device"]) == ("cuda", "npu", "npu")
+    resolves = expected[0] == 0
+    assert report["value_model_megatron_resolves"] is resolves
+    if not resolves:
+        assert report["value_model_megatron_error"] == UNKNOWN_DEVICE
+    assert re.search(r"\n  device +cuda; judged as on an npu host \(--device npu\)\n", rendered(report))
+    # the lookup was made for npu in the probe only: without the flag, the same machine is not judged
+    unjudged, status = run_doctor([site, tree], tmp_path, **route)
+    assert (status, unjudged["status"], unjudged["assumed_device"]) == (0, "not judged", None)
+    assert "or with --device npu" in rendered(unjudged)
+
+
+def test_device_npu_where_npu_shim_is_not_importable_still_judges_the_lookup(synthetic, tmp_path, monkeypatch):
+    """The probe's own standard-library lookup (a worker without npu_shim) honours the flag too."""
+    probed = probe_without_npu_shim(_on_a_machine_without_an_npu(synthetic("0.7.1")), tmp_path, "", "npu")
+    assert "npu_shim is not importable here" in probed["probe"]["report_error"]
+    assert (probed["device"], probed["assumed_device"]) == ("cuda", "npu")
+    assert probed["value_model_megatron_error"] == f"AssertionError: {UNKNOWN_DEVICE}"
+
+    import npu_shim.doctor
+
+    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, device: dict(probed))
+    report = npu_shim.doctor.collect(device="npu")
+    assert (report.status, report.exit_code) == ("problem", 1)
+    from npu_shim.doctor.render import render
+
+    assert "cuda; judged as on an npu host (--device npu)" in render(report)
+
+
+def test_a_device_the_doctor_cannot_assume_is_refused_with_its_usage(tmp_path):
+    assert refused(tmp_path, "--device", "gpu") == (
+        "npu-shim doctor: error: argument --device: invalid choice: 'gpu' (choose from 'npu')"
+    )
+
+
+def test_fixes_turned_off_are_named_with_their_verdict_and_unknown_names_with_the_list(site, synthetic, tmp_path):
+    off = "value_engine,no_such_fix"
+    report, status = run_doctor(
+        [site, synthetic("0.7.1")], tmp_path, VERL_USE_EXTERNAL_MODULES="npu_shim", NPU_SHIM_DISABLED_FIXES=off
+    )
+    assert (status, report["status"]) == (1, "problem"), "without the value engine the critic's lookup fails"
+    assert (report["shim"]["disabled_fixes"], report["shim"]["unknown_fixes"]) == (["value_engine"], ["no_such_fix"])
+    verdicts = {row["fix"]: row["verdict"] for row in report["fixes"]}
+    assert verdicts["value_engine"] == "disabled" and verdicts["shared_repatch"] == "applied"
+    assert report["probe"]["environment"]["NPU_SHIM_DISABLED_FIXES"] == off
+    names = ", ".join(row["fix"] for row in report["fixes"])
+    off_line = f"value_engine (NPU_SHIM_DISABLED_FIXES); no fix is named no_such_fix: ignored (the fixes: {names})"
+    assert re.search(r"\n  fixes off +" + re.escape(off_line) + "\n", rendered(report))
+
+
+def test_an_inactive_shim_says_a_fix_turned_off_would_stay_off(site, synthetic, tmp_path):
+    report, _ = run_doctor([site, synthetic("0.7.1")], tmp_path, NPU_SHIM_DISABLED_FIXES="value_engine")
+    (row,) = [row for row in report["fixes"] if row["fix"] == "value_engine"]
+    assert (row["verdict"], row["would"]) == ("inactive", "disabled")
+    assert "inactive (turned off)" in rendered(report)

@@ -91,10 +91,12 @@ def test_a_full_report_is_one_flat_object_with_the_keys_the_doctor_always_printe
     data = json.loads(json.dumps(FULL.to_json()))
     assert set(data) == {
         "status", "exit_code", "error", "npu_shim_version", "probed_in", "probe", "routes", "megatron_adaptor",
-        "device", "value_model_megatron_resolves", "value_model_megatron_class", "value_model_megatron_error",
+        "device", "assumed_device", "value_model_megatron_resolves", "value_model_megatron_class",
+        "value_model_megatron_error",
         "verl", "shim", "torch_npu", "fixes", "layout", "unrecognised", "mindspeed", "bridge", "engine_device",
-        "registry", "mindspeed_installed", "megatron_adaptor_installed", "transformer_engine_installed",
-        "mindspeed_import_error", "mindspeed_adaptor_has_repatch", "transformer_engine_import_error",
+        "registry", "needed_but_off", "mindspeed_installed", "megatron_adaptor_installed",
+        "transformer_engine_installed", "mindspeed_import_error", "mindspeed_adaptor_has_repatch",
+        "transformer_engine_import_error",
     }  # fmt: skip
     assert (data["status"], data["exit_code"]) == ("problem", 1)
     assert data["registry"] == [
@@ -172,7 +174,7 @@ def test_a_probe_report_another_npu_shim_wrote_is_an_error_not_a_traceback(monke
     """The probe imports the npu_shim of the probed interpreter, which may be another release than the doctor's."""
     older = FULL.to_json()
     del older["routes"], older["torch_npu"]
-    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout: older)
+    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, device: older)
     report = npu_shim.doctor.collect()
     assert (report.status, report.exit_code) == ("error", 2)
     assert report.error.startswith(f"the probe's report is not one npu_shim {npu_shim.__version__} reads: Findings:")
