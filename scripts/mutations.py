@@ -290,8 +290,76 @@ MUTATIONS = [
     Mutation(
         "doctor: an unrecognised fix without which the critic fails left out of the status",
         "npu_shim/doctor/verl_state.py",
+        "    breaks_critic = any(row.breaks_critic for row in [*findings.unrecognised, *findings.needed_but_off])\n",
+        "    breaks_critic = any(row.breaks_critic for row in findings.needed_but_off)\n",
+    ),
+    Mutation(
+        "doctor: a fix the critic needs, turned off, left out of the status",
+        "npu_shim/doctor/verl_state.py",
+        "    breaks_critic = any(row.breaks_critic for row in [*findings.unrecognised, *findings.needed_but_off])\n",
         "    breaks_critic = any(row.breaks_critic for row in findings.unrecognised)\n",
-        "    breaks_critic = False\n",
+        survives_because="no synthetic layout has a fix a critic needs (megatron_critic is real 0.7.1's code): "
+        "tests/matrix/test_doctor.py::test_a_fix_a_critic_needs_turned_off_is_a_problem_the_doctor_names kills it",
+    ),
+    Mutation(
+        "log: the line that says where the shim changed verl written at DEBUG (nobody sees it)",
+        "npu_shim/hook.py",
+        "        logger.info(\n",
+        "        logger.debug(\n",
+    ),
+    Mutation(
+        "log: no handler of the shim's own (INFO lost where the application set up no logging)",
+        "npu_shim/hook.py",
+        "        logger.addHandler(StderrUntilConfigured())\n",
+        "        pass\n",
+    ),
+    Mutation(
+        "log: the shim's handler writes beside the application's (the line twice)",
+        "npu_shim/hook.py",
+        "        self.addFilter(lambda record: not logging.getLogger().handlers)\n",
+        "        pass\n",
+    ),
+    Mutation(
+        "log: NPU_SHIM_LOG_LEVEL not read",
+        "npu_shim/hook.py",
+        "        logger.setLevel(log_level())\n",
+        "        logger.setLevel(logging.INFO)\n",
+    ),
+    Mutation(
+        "log: a process where nothing changed says so anyway",
+        "npu_shim/hook.py",
+        "    if applied:  # a process where the shim changes nothing says nothing\n",
+        "    if results:\n",
+    ),
+    Mutation(
+        "switches: NPU_SHIM_DISABLED_FIXES not honoured",
+        "npu_shim/catalogue.py",
+        "            if fix.name in turned_off\n",
+        "            if False\n",
+    ),
+    Mutation(
+        "switches: an unknown fix name in NPU_SHIM_DISABLED_FIXES not reported",
+        "npu_shim/switches.py",
+        "    if unknown:\n",
+        "    if False:\n",
+    ),
+    Mutation(
+        "doctor: --device npu not passed to the probe",
+        "npu_shim/doctor/__init__.py",
+        '                [sys.executable, "-c", source, shim_parent(), device or ""],\n',
+        '                [sys.executable, "-c", source, shim_parent(), ""],\n',
+    ),
+    Mutation(
+        "doctor: the assumed device not used for the registry's lookup",
+        "npu_shim/doctor/probe.py",
+        "    module.get_device_name = lambda: device\n",
+        "    pass\n",
+    ),
+    Mutation(
+        "doctor: the lookup-only report ignores the assumed device in its status",
+        "npu_shim/doctor/__init__.py",
+        '(lookup.assumed_device or lookup.device) == "npu"',
+        'lookup.device == "npu"',
     ),
     Mutation(
         "doctor: a hook that failed while patching reported as one that has not run",
