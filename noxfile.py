@@ -49,6 +49,17 @@ MEGATRON_0_12 = "megatron-core==0.12.1"  # what MindSpeed 2.3.0_core_r0.12.1 pat
 # What verl's Ascend images run since verl #7604 (core_v0.18.0, with MindSpeed core_r0.18.0): megatron-core >= 0.17
 # says Requires-Python >= 3.12 and ships cp312 wheels.
 MEGATRON_0_18 = "megatron-core==0.18.2"
+# verl 0.9.1's A5 (Ascend 950) image, Dockerfile.ascend_9.1.0_a5_v0.9.1: Megatron core_v0.12.0 (with MindSpeed master
+# 0c6c0ce) and verl's requirements-npu.txt installed first. That file's numpy<2 wins over verl 0.9.1's wheel's
+# numpy>=2 in the image, hence an override (uv's --override), not a pin; on Python 3.12, numpy<2 takes scipy<1.16 and
+# pandas<3 with it. megatron-core 0.12.0 has no cp312 wheel: uv builds it from its sdist.
+MEGATRON_0_12_0 = "megatron-core==0.12.0"
+REQUIREMENTS_NPU = ["pyarrow>=15.0.0,<=24.0.0", "tensordict>=0.8.0,<=0.10.0,!=0.9.0"]
+NUMPY_BELOW_2 = ("numpy<2.0.0",)
+# An override hides every package's own numpy requirement from uv, so it would take the newest zarr, numcodecs and
+# ml_dtypes (megatron-core's and tensorstore's), which need numpy 2 (zarr's pytest plugin then fails every session):
+# the newest that take numpy 1.26, as a resolution without the override beside numpy<2 picks them.
+BESIDE_NUMPY_1 = ["zarr==3.1.5", "numcodecs==0.16.6", "ml-dtypes==0.5.4"]
 # Beside megatron-core 0.12.1 uv's resolver keeps the newest fsspec and packaging and backtracks datasets (to 2.14)
 # and tensordict (to 0.8) instead; pip's resolution, on which the tests were measured, has these, as beside 0.16.1.
 AS_BESIDE_MEGATRON_0_16 = ["datasets==5.0.1", "tensordict==0.10.0"]
@@ -86,6 +97,7 @@ class Environment:
     paths: tuple[str, ...] | None = None
     no_deps: tuple[str, ...] = ()  # installed without their dependencies, after the pins, as the images install them
     bridge: str = "mbridge"  # the bridge the training probe builds verl's models through (train_probe.py --bridge)
+    overrides: tuple[str, ...] = ()  # uv's --override: requirements that win over every package's own, as an image's
 
     @property
     def release(self) -> str:
@@ -169,6 +181,32 @@ ENVIRONMENTS: dict[str, Environment] = {
         no_deps=("megatron-bridge==0.5.0",),
         bridge="megatron-bridge",
     ),
+    # verl 0.9.1's A5 (Ascend 950) image: Python 3.12, torch 2.10, Megatron 0.12.0 with MindSpeed master (no
+    # MegatronAdaptor, no TransformerEngineNPU), vanilla mbridge (Megatron-Bridge does not import beside megatron-core
+    # 0.12), transformers 5.10.4, requirements-npu.txt's numpy<2 over verl's own numpy>=2. What only it shows: verl
+    # 0.9.x training, saving and resuming on Megatron 0.12, the upstream fixes and the doctor's verdicts there.
+    "0.9.1-a5": Environment(
+        (
+            "verl==0.9.1",
+            *TORCH_PY312,
+            MEGATRON_0_12_0,
+            *TRAIN,
+            "transformers==5.10.4",
+            *REQUIREMENTS_NPU,
+            "scipy<1.16",
+            "pandas<3",
+            *BESIDE_NUMPY_1,
+        ),
+        python="3.12",
+        mindspeed_line="master",
+        paths=(
+            "tests/matrix/test_training.py",
+            "tests/matrix/test_upstream_fixes.py",
+            "tests/matrix/test_doctor.py",
+            "tests/matrix/test_recognition.py",
+        ),
+        overrides=NUMPY_BELOW_2,
+    ),
 }
 KIT_ENVS = ("0.7.1",)  # the full environments that run the kit too (the others list it in their paths)
 AFFECTED = ("0.6.1", "0.7.1")
@@ -192,6 +230,12 @@ REAL_MINDSPEED = [
     ("f2b0977e", "0.7.1-mcore0.12"),
     ("core_r0.16.0", "0.9.1-py312"),  # the 9.1.0 image's own pairing
     ("core_r0.18.0", "0.9.1-py312-mcore0.18"),  # the images' stack since verl #7604
+    # Not ("master", "0.9.1-a5"), the A5 image's MindSpeed (pinned in tests/mindspeed_source.py): importing its
+    # megatron_adaptor imports and patches Megatron-LM's megatron.training (arguments, training, checkpointing, ...),
+    # which the image has from its `pip install -e` of Megatron-LM core_v0.12.0 and PyPI's megatron-core does not ship.
+    # Without it verl's guarded import leaves repatch None and Megatron 0.12 builds no model without Transformer Engine.
+    # With Megatron-LM core_v0.12.0's megatron/{training,legacy,inference,post_training} on PYTHONPATH (by hand,
+    # 2026-12-06) real master trains both roles on one rank bit for bit as the stand-in: the source is what is missing.
 ]
 # Left to `nox -s real_mindspeed_by_hand` for make test's budget (docs/costs.md): 0.8.0's engines on core_r0.16.0.
 REAL_MINDSPEED_BY_HAND = [("core_r0.16.0", "0.8.0")]
@@ -237,12 +281,20 @@ def uv_install(session: nox.Session, *arguments: str) -> None:
 
 
 def cached_env(
-    session: nox.Session, name: str, requirements: list[str], python: str = "3.11", no_deps: list[str] | None = None
+    session: nox.Session,
+    name: str,
+    requirements: list[str],
+    python: str = "3.11",
+    *,
+    no_deps: list[str] | None = None,
+    overrides: list[str] | None = None,
 ) -> Path:
     """Return the python of a cached virtualenv holding ``requirements`` (and ``no_deps`` without their dependencies)
-    on ``python``, building it if needed."""
-    no_deps = no_deps or []
-    env, ready = cache_slot(session, name, [*requirements, *(f"{pin} --no-deps" for pin in no_deps)], python)
+    on ``python``, with ``overrides`` winning over every package's own requirements (uv's ``--override``), building
+    it if needed."""
+    no_deps, overrides = no_deps or [], overrides or []
+    described = [*requirements, *(f"{pin} --no-deps" for pin in no_deps), *(f"--override {pin}" for pin in overrides)]
+    env, ready = cache_slot(session, name, described, python)
     executable = env / "bin" / "python"
     if ready.exists():
         return executable
@@ -255,7 +307,11 @@ def cached_env(
             session.error(f"no CPU build of {TORCH} in {LOCAL_WHEELS}: not letting an index pick a CUDA build")
         local = ["--no-index", "--no-deps", "--find-links", str(LOCAL_WHEELS)]  # its dependencies come next
         uv_install(session, "--python", str(executable), *local, TORCH)
-    uv_install(session, "--python", str(executable), *requirements)
+    override = []
+    if overrides:
+        (env / "overrides.txt").write_text("".join(f"{pin}\n" for pin in overrides))
+        override = ["--override", str(env / "overrides.txt")]
+    uv_install(session, "--python", str(executable), *override, *requirements)
     if no_deps:
         uv_install(session, "--python", str(executable), "--no-deps", *no_deps)
     ready.touch()
@@ -285,7 +341,14 @@ def verl_env(session: nox.Session, name: str) -> Path:
     """The environment ``name``, with the kit installed afresh from ``kit/`` as a user installs it."""
     environment = ENVIRONMENTS[name]
     pins = [*environment.pins, *MATRIX_TOOLS]
-    python = cached_env(session, f"verl-{name}", pins, environment.python, no_deps=list(environment.no_deps))
+    python = cached_env(
+        session,
+        f"verl-{name}",
+        pins,
+        environment.python,
+        no_deps=list(environment.no_deps),
+        overrides=list(environment.overrides),
+    )
     # setuptools builds in kit/ itself, and a module deleted from the kit would live on in the last build's copy.
     for leftover in (KIT_SOURCE / "build", KIT_SOURCE / "simulated_npu.egg-info"):
         shutil.rmtree(leftover, ignore_errors=True)

@@ -12,6 +12,7 @@ from types import ModuleType
 from npu_shim.changes import ChangeSet
 from npu_shim.fixes import (
     lm_engine_repatch,
+    megatron_checkpoint_metadata,
     megatron_checkpoint_save,
     megatron_critic,
     mindspeed_line_repatch,
@@ -35,6 +36,7 @@ FIXES: tuple[Fix, ...] = (
     npu_causal_mask.FIX,  # verl #7055: 0.8.0's NPU causal mask without a float32 S x S
     vlm_mask_on_npu.FIX,  # verl #7372: 0.8.0's and 0.9.0's VLM mask, not None on an NPU
     megatron_checkpoint_save.FIX,  # verl #6322, for any torch >= 2.8: megatron-core 0.12.1's checkpoint save
+    megatron_checkpoint_metadata.FIX,  # megatron-core 0.15's MCoreMetadata: 0.12's checkpoint metadata on torch 2.10
     moe_layer_offset.FIX,  # verl #5580: 0.7.1's router-replay helper asks megatron-core 0.12.1 for keywords it lacks
 )
 

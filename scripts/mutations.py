@@ -302,6 +302,28 @@ MUTATIONS = [
         "tests/matrix/test_doctor.py::test_a_fix_a_critic_needs_turned_off_is_a_problem_the_doctor_names kills it",
     ),
     Mutation(
+        "megatron_checkpoint_metadata: the copy keeps declared fields only (megatron's mcore_data lost again)",
+        "npu_shim/fixes/megatron_checkpoint_metadata.py",
+        "    if not extras:\n",
+        "    if True:\n",
+        survives_because="the unit layer has no torch or Megatron: tests/matrix/test_upstream_fixes.py and "
+        "test_training.py kill it in the 0.9.1-a5 environment (megatron-core 0.12.0, torch 2.10)",
+    ),
+    Mutation(
+        "megatron_checkpoint_metadata: judged not applicable where torch's writer copies the metadata",
+        "npu_shim/fixes/megatron_checkpoint_metadata.py",
+        '    if not {"dataclasses", "replace"} <= _used_names(_code(FileSystemWriter.finish)):\n',
+        "    if True:\n",
+        survives_because="the unit layer has no torch or Megatron: tests/matrix/test_upstream_fixes.py kills it in "
+        "the 0.9.1-a5 environment",
+    ),
+    Mutation(
+        "doctor: Megatron-Bridge offered beside a megatron-core it cannot import on",
+        "npu_shim/doctor/bridge_state.py",
+        "    if megatron is not None and megatron < OLDEST_MEGATRON_FOR_BRIDGE:\n",
+        "    if False:\n",
+    ),
+    Mutation(
         "log: the line that says where the shim changed verl written at DEBUG (nobody sees it)",
         "npu_shim/hook.py",
         "        logger.info(\n",

@@ -42,6 +42,7 @@ PINS = {
         Pin("2.3.0_core_r0.12.1", "674226a15a82", "MindSpeed-2.3.0_core_r0.12.1-674226a15a82"),
         Pin("core_r0.16.0", "e4772499f7eb", "MindSpeed-core_r0.16.0-e4772499f7eb"),
         Pin("core_r0.18.0", "4213c91313fe", "MindSpeed-core_r0.18.0-4213c91313fe"),
+        Pin("master", "0c6c0ceaa523", "MindSpeed-0c6c0ceaa523"),  # the A5 image's (verl 0.9.1); not run: noxfile.py
     )
 }
 

@@ -19,11 +19,16 @@ MEGATRON_BRIDGE = "Megatron-Bridge"
 MBRIDGE = "mbridge"
 VERL_BRIDGE_MODULE = "verl.models.mcore.bridge"  # what verl's Megatron engine imports for Megatron-Bridge
 MEGATRON_ENGINE_MODULE = "verl.workers.engine.megatron"
-WAYS_OUT = (
-    "install Megatron-Bridge (verl's Ascend images: pip install --no-deps megatron-bridge), or set "
-    "vanilla_mbridge=True for each Megatron role (actor_rollout_ref.actor.megatron.vanilla_mbridge=True "
+VANILLA = (
+    "set vanilla_mbridge=True for each Megatron role (actor_rollout_ref.actor.megatron.vanilla_mbridge=True "
     "critic.megatron.vanilla_mbridge=True: the legacy mbridge, deprecated in verl)"
 )
+WAYS_OUT = f"install Megatron-Bridge (verl's Ascend images: pip install --no-deps megatron-bridge), or {VANILLA}"
+# The oldest megatron-core Megatron-Bridge imports on: 0.5.0 (what verl's images install; 0.4.0 to 0.6.2 need Python
+# 3.12) imports megatron.core modules and names that 0.12 to 0.17 lack (measured 2026-12-06: 0.17.1 fails with
+# `cannot import name 'safe_get_world_size'`, 0.18.0 imports). Below it only the legacy mbridge builds.
+OLDEST_MEGATRON_FOR_BRIDGE = (0, 18)
+MEGATRON_VERSION_MODULE = "megatron.core.package_info"  # megatron-core's __version__, installed or from source
 
 
 def default_bridge() -> str | None:
@@ -49,11 +54,20 @@ def bridge_state() -> Bridge:
     return Bridge(default, failure, meaning(failure))
 
 
+def megatron_version() -> tuple[int, int] | None:
+    """megatron-core's (major, minor) here, read from Megatron itself (None: not installed, or unreadable)."""
+    module = sys.modules.get(MEGATRON_VERSION_MODULE) or import_or_failure(MEGATRON_VERSION_MODULE)[0]
+    parts = str(getattr(module, "__version__", "")).split(".")[:2]
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(part.isdigit() for part in parts) else None
+
+
 def meaning(failure: ImportFailure | None) -> str | None:
-    """What a failed import of Megatron-Bridge means for verl's Megatron engines, and both ways out."""
+    """What a failed import of Megatron-Bridge means for verl's Megatron engines, and the ways out this Megatron
+    leaves: below megatron-core 0.18 Megatron-Bridge cannot import, so only the legacy mbridge."""
     if failure is None:
         return None
-    missing = failure.missing
+    missing, megatron = failure.missing, megatron_version()
+    ways_out = WAYS_OUT
     if missing in ("megatron.bridge", "megatron"):
         cause = "Megatron-Bridge is not installed"
     elif missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU that is TENPU's name
@@ -61,10 +75,17 @@ def meaning(failure: ImportFailure | None) -> str | None:
             "Megatron-Bridge is installed but imports Transformer Engine, which is not (on an NPU: "
             "TransformerEngineNPU, module transformer_engine)"
         )
+        ways_out = f"install TransformerEngineNPU, or {VANILLA}"
     else:
         cause = f"`import {failure.module}` fails: {failure.error}"
+    if megatron is not None and megatron < OLDEST_MEGATRON_FOR_BRIDGE:
+        ways_out = (
+            f"{VANILLA}, with mbridge installed (pip install mbridge); Megatron-Bridge does not import beside "
+            f"megatron-core {megatron[0]}.{megatron[1]} (it needs {OLDEST_MEGATRON_FOR_BRIDGE[0]}."
+            f"{OLDEST_MEGATRON_FOR_BRIDGE[1]} or later)"
+        )
     return (
         f"verl's Megatron engines build their models through Megatron-Bridge by default (vanilla_mbridge=False), "
         f"and {cause}: every Megatron engine with verl's default config (critic and actor) fails when it is built; "
-        f"fix: {WAYS_OUT}"
+        f"fix: {ways_out}"
     )

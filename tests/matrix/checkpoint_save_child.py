@@ -1,8 +1,8 @@
 """A child of tests/matrix/test_upstream_fixes.py: ``checkpoint_save_child.py DIRECTORY`` (verl #6322), on the CPU.
 
-After ``import verl`` (the shim on or not), a distributed checkpoint saved in ``DIRECTORY`` and loaded back with
-megatron-core's own ``dist_checkpointing`` on one gloo rank; prints one JSON report: loaded back equal, or the error,
-and the shim's verdicts.
+After ``import verl`` (the shim on or not), a distributed checkpoint (a tensor and a flattened one) saved in
+``DIRECTORY`` and loaded back with megatron-core's own ``dist_checkpointing`` on one gloo rank; prints one JSON
+report: loaded back equal, or the error, and the shim's verdicts.
 """
 
 from __future__ import annotations
@@ -25,13 +25,28 @@ def main(directory: str) -> dict[str, Any]:
     from megatron.core import dist_checkpointing
     from megatron.core.dist_checkpointing import ShardedTensor
 
-    weights = torch.arange(16.0).reshape(4, 4)
-    report: dict[str, Any] = {}
+    weights, flat = torch.arange(16.0).reshape(4, 4), torch.arange(16.0) * 2
+
+    # megatron-core 0.17 and later have no flattened tensors (their distributed optimizer saves its state otherwise)
+    flattened = hasattr(ShardedTensor, "from_rank_offsets_flat")
+
+    def state(weights: torch.Tensor, flat: torch.Tensor) -> dict[str, ShardedTensor]:
+        # a plain tensor, and a flattened one as the distributed optimizer saves its state (megatron records how to
+        # reshape it: the Metadata's mcore_data)
+        tensors = {"w": ShardedTensor.from_rank_offsets("w", weights, replica_id=0)}
+        if flattened:
+            flat_range = slice(0, 16)
+            tensors["f"] = ShardedTensor.from_rank_offsets_flat(
+                "f", flat, (4, 4), flattened_range=flat_range, replica_id=0
+            )
+        return tensors
+
+    report: dict[str, Any] = {"flattened": flattened}
     os.makedirs(directory + "/ckpt")
     try:
-        dist_checkpointing.save({"w": ShardedTensor.from_rank_offsets("w", weights, replica_id=0)}, directory + "/ckpt")
-        empty = {"w": ShardedTensor.from_rank_offsets("w", torch.zeros(4, 4), replica_id=0)}
-        report["loaded_back"] = torch.equal(dist_checkpointing.load(empty, directory + "/ckpt")["w"], weights)
+        dist_checkpointing.save(state(weights, flat), directory + "/ckpt")
+        loaded = dist_checkpointing.load(state(torch.zeros(4, 4), torch.zeros(16)), directory + "/ckpt")
+        report["loaded_back"] = torch.equal(loaded["w"], weights) and (not flattened or torch.equal(loaded["f"], flat))
     except Exception as error:  # the test asserts which error the release gives
         report["error"] = f"{type(error).__name__}: {error}"
     hook = sys.modules.get("npu_shim.hook")

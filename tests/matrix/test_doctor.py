@@ -72,7 +72,11 @@ if not (AFFECTED or NATIVE):
 # The MindSpeed line the stand-in simulates here, as the environment pairs it with its Megatron (noxfile.py), and what
 # the doctor finds it offers: repatch, batch-invariant flash attention, the context-parallel wrapper.
 LINE = os.environ.get("NPU_SHIM_SIM_MINDSPEED") or "core_r0.16.0"
-OFFERS = {"core_r0.16.0": (True, True, True), "core_r0.18.0": (True, False, False)}
+OFFERS = {
+    "core_r0.16.0": (True, True, True),
+    "core_r0.18.0": (True, False, False),
+    "master": (True, False, True),  # MindSpeed master 0c6c0ce, verl 0.9.1's A5 image: its own ring, no MegatronAdaptor
+}
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -222,7 +226,11 @@ def test_names_verls_default_bridge_and_a_missing_megatron_bridge_with_both_ways
     assert (failure["module"], failure["missing"]) == ("verl.models.mcore.bridge", "megatron.bridge"), failure
     assert failure["error"] == "ModuleNotFoundError: No module named 'megatron.bridge'"
     assert "Megatron-Bridge is not installed" in bridge["meaning"]
-    assert "install Megatron-Bridge" in bridge["meaning"]
+    if tuple(map(int, MEGATRON.split("."))) >= (0, 18):
+        assert "install Megatron-Bridge" in bridge["meaning"]
+    else:  # Megatron-Bridge cannot import beside it: only the legacy mbridge is a way out
+        assert "install Megatron-Bridge" not in bridge["meaning"]
+        assert f"Megatron-Bridge does not import beside megatron-core {MEGATRON} (it needs 0.18" in bridge["meaning"]
     assert "critic.megatron.vanilla_mbridge=True" in bridge["meaning"]
     status = next(line for line in rendered(report).splitlines() if line.split()[:1] == ["status"])
     assert "problem (exit 1): verl's default Megatron-Bridge does not import" in status

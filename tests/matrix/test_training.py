@@ -185,7 +185,8 @@ def test_without_the_5580_carry_every_megatron_forward_dies(reports):
 # one-rank run above, compared with it. Which environment runs what, to stay within make test's budget (one pair
 # of ranks runs a release's layouts in turn, 30-60 s on two cores): CP = 2 wherever the shim changes the outcome
 # or MindSpeed's line differs (0.6.1 and 0.7.1 with both Megatrons; 0.8.0, fixed upstream, as the control;
-# 0.9.1 on Megatron 0.18, TransformerEngineNPU's ring), TP = 2 and PP = 2 on 0.7.1, 0.8.0 and 0.9.1 on Megatron 0.18
+# 0.9.1 on Megatron 0.18, TransformerEngineNPU's ring, and on 0.12.0, MindSpeed master's ring: the A5 image),
+# TP = 2 and PP = 2 on 0.7.1, 0.8.0 and 0.9.1 on Megatron 0.18
 # (the shim does not touch them; they hold the kit and the comparison to account).
 PARALLEL_LAYOUTS = {
     ("0.6.1", "0.12"): ("cp2",),
@@ -194,12 +195,15 @@ PARALLEL_LAYOUTS = {
     ("0.8.0", "0.16"): ("tp2", "pp2", "cp2"),
     # the images' stack (Megatron 0.18, MindSpeed core_r0.18.0: context parallelism is TransformerEngineNPU's)
     ("0.9.1", "0.18"): ("tp2", "pp2", "cp2"),
+    # verl 0.9.1's A5 image: Megatron 0.12.0 with MindSpeed master (its ring attention, no TransformerEngineNPU)
+    ("0.9.1", "0.12"): ("cp2",),
 }.get((VERL, MEGATRON), ())
 RESUMES = (VERL, MEGATRON) in {
     ("0.7.1", "0.16"),
     ("0.7.1", "0.12"),
     ("0.8.0", "0.16"),
     ("0.9.1", "0.18"),
+    ("0.9.1", "0.12"),  # the A5 image's pairing (megatron-core 0.12.0, torch 2.10)
 }
 SAVED_AFTER = 2  # the shim's run saves a checkpoint after two of its three steps, and trains on
 RING_NOT_BUILT = "AssertionError: Context parallel ranks for ring intra window not initialized"
@@ -331,7 +335,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any], c
     return json.loads(output.read_text())
 
 
-@pytest.mark.skipif(not RESUMES, reason="resume runs on 0.7.1 (both Megatrons), 0.8.0 and 0.9.1 on Megatron 0.18")
+@pytest.mark.skipif(not RESUMES, reason="resume runs on 0.7.1 (both Megatrons), 0.8.0, 0.9.1 (Megatron 0.12, 0.18)")
 @pytest.mark.parametrize("role", train_probe.ROLES)
 def test_a_resumed_run_continues_bit_for_bit(resumed, reports, role):
     """With the distributed optimizer (verl's default), which resumes only with MindSpeed's FusedAdam adaptation:

@@ -58,6 +58,11 @@ def fake_verl_bridge(root: Path, body: str) -> None:
     (package / "models" / "mcore" / "bridge.py").write_text(body)
 
 
+def fake_verl_bridge_missing(root: Path, missing: str) -> None:
+    """verl's bridge module, where importing Megatron-Bridge fails for want of ``missing``."""
+    fake_verl_bridge(root, f'raise ModuleNotFoundError("No module named {missing!r}", name={missing!r})\n')
+
+
 @pytest.fixture
 def megatron_engine_imported(monkeypatch, tmp_path, verl_config):
     """verl 0.9's default config, its Megatron engine module imported, and a fresh place for the fake bridge."""
@@ -86,9 +91,7 @@ def test_a_missing_megatron_bridge_is_named_with_both_ways_out(megatron_engine_i
 def test_a_megatron_bridge_that_cannot_import_is_named_by_the_import_that_fails(megatron_engine_imported):
     # Megatron-Bridge 0.6.2 on megatron-core 0.18: a module only megatron-core 0.19 has
     missing = "megatron.training.models.gpt"
-    fake_verl_bridge(
-        megatron_engine_imported, f'raise ModuleNotFoundError("No module named {missing!r}", name={missing!r})\n'
-    )
+    fake_verl_bridge_missing(megatron_engine_imported, missing)
     state = bridge_state.bridge_state()
     assert state.import_error.missing == missing
     assert f"`import verl.models.mcore.bridge` fails: ModuleNotFoundError: No module named '{missing}'" in (
@@ -109,11 +112,30 @@ def test_an_importable_bridge_or_no_megatron_engine_is_no_failure(megatron_engin
 
 def test_a_megatron_bridge_without_transformer_engine_names_transformer_engine_npu(megatron_engine_imported):
     # Megatron-Bridge 0.5.0 imports transformer_engine.pytorch unguarded (its LoRA layers)
-    missing = "transformer_engine"
-    fake_verl_bridge(
-        megatron_engine_imported, f'raise ModuleNotFoundError("No module named {missing!r}", name={missing!r})\n'
-    )
+    fake_verl_bridge_missing(megatron_engine_imported, "transformer_engine")
     meaning = bridge_state.bridge_state().meaning
     assert "Megatron-Bridge is installed but imports Transformer Engine" in meaning
     assert "TransformerEngineNPU, module transformer_engine" in meaning
     assert "vanilla_mbridge=True" in meaning
+
+
+@pytest.mark.parametrize(("version", "bridge_can_import"), [("0.12.0", False), ("0.17.1", False), ("0.18.0", True)])
+def test_below_the_megatron_that_megatron_bridge_imports_on_only_mbridge_is_offered(
+    megatron_engine_imported, monkeypatch, version, bridge_can_import
+):
+    """verl 0.9.1's A5 image pairs megatron-core 0.12.0: installing Megatron-Bridge there cannot help."""
+    monkeypatch.setitem(sys.modules, "megatron.core.package_info", types.SimpleNamespace(__version__=version))
+    fake_verl_bridge(megatron_engine_imported, "import megatron.bridge\n")
+    meaning = bridge_state.bridge_state().meaning
+    assert "critic.megatron.vanilla_mbridge=True" in meaning
+    assert ("install Megatron-Bridge" in meaning) is bridge_can_import
+    assert (f"does not import beside megatron-core {version.rsplit('.', 1)[0]} (it needs 0.18" in meaning) is not (
+        bridge_can_import
+    )
+
+
+def test_a_megatron_bridge_without_transformer_engine_is_not_told_to_install_itself(megatron_engine_imported):
+    fake_verl_bridge_missing(megatron_engine_imported, "transformer_engine")
+    meaning = bridge_state.bridge_state().meaning
+    assert "fix: install TransformerEngineNPU, or set vanilla_mbridge=True" in meaning
+    assert "install Megatron-Bridge" not in meaning

@@ -21,6 +21,7 @@ MODULE_FIXES = {
     "npu_causal_mask": "verl.models.mcore.util",
     "vlm_mask_on_npu": "verl.models.mcore.model_forward",
     "megatron_checkpoint_save": "megatron.core.dist_checkpointing.strategies.filesystem_async",
+    "megatron_checkpoint_metadata": "megatron.core.dist_checkpointing.strategies.torch",
     "moe_layer_offset": "verl.utils.megatron.router_replay_utils",
 }
 # the shim's own repatch has #6674 and the MindSpeed-line mend; no synthetic tree holds 0.9.x's exact code

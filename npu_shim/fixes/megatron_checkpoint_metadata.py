@@ -1,0 +1,109 @@
+"""megatron-core 0.12's checkpoint metadata through torch 2.10's writer: a resumed run loads what it saved.
+
+Mirrors: megatron-core 0.15's ``MCoreMetadata`` (a ``Metadata`` that declares ``mcore_data``); no verl change:
+verl 0.9.1's A5 image pairs megatron-core 0.12.0 with torch 2.10, and upstream has no fix for that pairing.
+megatron-core 0.12's save planner sets ``mcore_data`` (how each flattened optimizer state was reshaped) as an
+undeclared attribute of torch's checkpoint ``Metadata``; torch 2.10's ``FileSystemWriter.finish`` pickles a
+``dataclasses.replace`` copy of it, which keeps declared fields only (torch 2.13 writes the caller's object). The
+checkpoint saves, and every load of a distributed-optimizer state dies with ``AttributeError: 'Metadata' object
+has no attribute 'mcore_data'`` (``get_reformulation_metadata``).
+Missing when: torch's writer's ``finish`` copies the metadata with ``dataclasses.replace``, megatron's planner sets
+``mcore_data``, which ``Metadata`` does not declare (no ``MCoreMetadata``), and its load reads it as an attribute.
+Does: gives ``FileSystemWriterAsync`` a ``finish`` that hands the one it had a ``Metadata`` of a subclass declaring
+those attributes as fields (so the copy keeps them), pickled as torch's own ``Metadata``: the file is what torch
+2.13 writes, and loads with the shim or without it.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import dataclasses
+import sys
+from types import CodeType, ModuleType
+from typing import Any
+
+from npu_shim import originals
+from npu_shim.patching import Fix, Patch
+from npu_shim.recognition import Judgement
+from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NOT_APPLICABLE
+
+NAME = "megatron_checkpoint_metadata"
+WATCHES = "megatron.core.dist_checkpointing.strategies.torch"  # the planner and the load; it imports the writer
+WRITER_MODULE = "megatron.core.dist_checkpointing.strategies.filesystem_async"
+WRITER = "FileSystemWriterAsync"
+EXTRA = "mcore_data"
+
+
+def _used_names(code: Any) -> set[str]:
+    """The globals and attributes ``code`` (or code nested in it) uses."""
+    if not isinstance(code, CodeType):
+        return set()
+    return set(code.co_names).union(*(_used_names(constant) for constant in code.co_consts))
+
+
+def _code(function: Any) -> Any:
+    return getattr(getattr(function, "__func__", function), "__code__", None)
+
+
+def judge(module: ModuleType) -> Judgement:
+    """Not a fingerprint of verl's code: megatron-core's and torch's, read by what they do with ``mcore_data``."""
+    writer = getattr(sys.modules.get(WRITER_MODULE), WRITER, None)
+    if writer is None:
+        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core writes no checkpoint through {WRITER_MODULE}.{WRITER}")
+    if originals.was_replaced(writer, "finish"):
+        return Judgement(NAME, ALREADY_APPLIED, f"{WRITER}.finish is npu_shim's, bound earlier in this process")
+    from torch.distributed.checkpoint.filesystem import FileSystemWriter
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    if not {"dataclasses", "replace"} <= _used_names(_code(FileSystemWriter.finish)):
+        return Judgement(NAME, NOT_APPLICABLE, "this torch's checkpoint writer pickles the caller's Metadata itself")
+    planner = getattr(getattr(module, "MCoreSavePlanner", None), "create_global_plan", None)
+    declared = EXTRA in {field.name for field in dataclasses.fields(Metadata)} or hasattr(module, "MCoreMetadata")
+    if declared or EXTRA not in _used_names(_code(planner)):
+        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core sets no undeclared {EXTRA} (0.15 and later declare it)")
+    if EXTRA not in _used_names(_code(getattr(module, "get_reformulation_metadata", None))):
+        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core's load does not read {EXTRA}")
+    return Judgement(
+        NAME, MISSING, f"torch's writer copies the Metadata with its declared fields only, losing megatron's {EXTRA}:"
+    )
+
+
+def _as_torch_metadata(self: Any, protocol: int) -> tuple[Any, ...]:
+    """Pickled as torch's own ``Metadata`` with every attribute (what torch 2.13 writes): no npu_shim class in it."""
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    # copyreg.__newobj__ refuses a class other than the object's own; _reconstructor is pickle's protocol-0 form
+    return copyreg._reconstructor, (Metadata, object, None), dict(vars(self))
+
+
+def _declaring_extras(metadata: Any) -> Any:
+    """``metadata``, or a copy of a subclass that declares its undeclared attributes, which ``replace`` keeps."""
+    declared = {field.name for field in dataclasses.fields(metadata)}
+    extras = {name: value for name, value in vars(metadata).items() if name not in declared}
+    if not extras:
+        return metadata
+    carrier = dataclasses.make_dataclass(
+        type(metadata).__name__,
+        [(name, Any, dataclasses.field(default=None)) for name in extras],
+        bases=(type(metadata),),
+        namespace={"__reduce_ex__": _as_torch_metadata},
+    )
+    fields = {field.name: getattr(metadata, field.name) for field in dataclasses.fields(metadata) if field.init}
+    return carrier(**fields, **extras)
+
+
+def _finish_keeping_extras(self: Any, metadata: Any, results: Any) -> Any:
+    """The writer's ``finish`` as it was (megatron's own, or torch's it inherits), given a Metadata it keeps whole."""
+    writer = getattr(sys.modules[WRITER_MODULE], WRITER)
+    own = originals.get_original(writer, "finish")
+    finish = own.__get__(self) if own is not None else super(writer, self).finish
+    return finish(_declaring_extras(metadata), results)
+
+
+FIX = Fix(
+    name=NAME,
+    judge=judge,
+    edits=lambda module: [Patch(getattr(sys.modules[WRITER_MODULE], WRITER), "finish", _finish_keeping_extras)],
+    applied=f"{WRITER}.finish now writes it whole, as torch 2.13 does",
+    watches=WATCHES,
+)
