@@ -48,9 +48,14 @@ def read_all() -> dict[str, bool]:
     return {name: switch(name) for name in SWITCHES}
 
 
+def names_of_disabled_fixes() -> set[str]:
+    """The names ``NPU_SHIM_DISABLED_FIXES`` gives, fixes' or not (blanks and empty names dropped)."""
+    return {name.strip() for name in os.environ.get(DISABLED_FIXES, "").split(",")} - {""}
+
+
 def disabled_fixes(known: Sequence[str]) -> frozenset[str]:
     """The fixes ``NPU_SHIM_DISABLED_FIXES`` turns off; a name that is no fix's is reported once, and ignored."""
-    named = {name.strip() for name in os.environ.get(DISABLED_FIXES, "").split(",")} - {""}
+    named = names_of_disabled_fixes()
     unknown = sorted(named.difference(known))
     if unknown:
         warn_once(

@@ -46,7 +46,7 @@ from npu_shim.doctor.routes import names_at_fault, pythonpath_entries
 from npu_shim.fixes import lm_engine_repatch, mindspeed_line_repatch, value_engine
 from npu_shim.found import found
 from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
-from npu_shim.switches import DISABLED_FIXES, switch
+from npu_shim.switches import names_of_disabled_fixes, switch
 from npu_shim.verdicts import APPLIED, NOT_APPLICABLE, UNRECOGNISED, Outcome, is_ours
 
 logger = logging.getLogger("npu_shim")
@@ -102,8 +102,7 @@ def _shim_state() -> ShimState:
         reason = f"the shim failed while patching {module} and left it as it shipped ({failure_text})"
     elif not hook.outcomes:
         reason = f"the shim's hook has not run on {ENGINE_PACKAGE}"
-    named = {name.strip() for name in os.environ.get(DISABLED_FIXES, "").split(",")} - {""}
-    known = fix_names()
+    named, known = names_of_disabled_fixes(), fix_names()
     return ShimState(
         active=reason is None,
         activated_via=via,
