@@ -1,1 +1,1 @@
-npu_shim/bootstrap/_npu_shim_chain.py
+npu_shim_bootstrap/_npu_shim_chain.py

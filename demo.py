@@ -47,7 +47,8 @@ def install_shim(directory: Path) -> Path:
     """The shim pip-installed (not editable) into ``directory/site``, offline, from a copy of the checkout's top-level
     files and its package (a build writes beside its sources: the checkout stays as it is)."""
     source, site = directory / "source", directory / "site"
-    shutil.copytree(ROOT / "npu_shim", source / "npu_shim", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("npu_shim", "npu_shim_bootstrap"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for path in ROOT.iterdir():
         if path.is_file():
             shutil.copy2(path, source / path.name)

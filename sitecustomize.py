@@ -1,1 +1,1 @@
-npu_shim/bootstrap/sitecustomize.py
+npu_shim_bootstrap/sitecustomize.py

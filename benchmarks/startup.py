@@ -16,7 +16,7 @@ temporary empty working directory):
    - ``bare``: no PYTHONPATH;
    - ``empty-sc``: an empty ``sitecustomize.py``, the floor of any sitecustomize shim;
    - ``shim-sc``: PYTHONPATH=<checkout>, the checkout's ``sitecustomize.py``;
-   - ``shim-bootstrap``: the installed entry point, ``<site>/npu_shim/bootstrap`` with ``<site>`` (a
+   - ``shim-bootstrap``: the installed entry point, ``<site>/npu_shim_bootstrap`` with ``<site>`` (a
      directory holding a copy of the package, as pip installs it) on sys.path too, as site-packages is;
    - ``other-env``: the same bootstrap in an interpreter whose sys.path lacks ``<site>`` (another
      environment's), where it activates nothing;
@@ -204,14 +204,14 @@ def make_startup_variants(tmp: Path, bytecode: bool) -> list[Variant]:
         ),
         Variant(
             "shim-bootstrap",
-            "installed-style: <site>/npu_shim/bootstrap, <site>",
-            [link_dir / "npu_shim" / "bootstrap", link_dir],
+            "installed-style: <site>/npu_shim_bootstrap, <site>",
+            [link_dir / "npu_shim_bootstrap", link_dir],
             expect={"heavy": [], "npu_shim": False, "via": "sitecustomize"},
         ),
         Variant(
             "other-env",
-            "another environment's <site>/npu_shim/bootstrap",
-            [link_dir / "npu_shim" / "bootstrap"],
+            "another environment's <site>/npu_shim_bootstrap",
+            [link_dir / "npu_shim_bootstrap"],
             expect=unloaded,
         ),
         Variant(

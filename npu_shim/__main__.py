@@ -140,11 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         emit(bootstrap_dir_for_workers())
         return 0
     if args.command == "runtime-env":
-        from npu_shim import runtime_env
+        from npu_shim import propagation
 
         package_dir = package_dir_for_workers()
-        route = args.route or runtime_env.default_route(package_dir)
-        emit(runtime_env.render(route, as_json=args.json, package_dir=package_dir))
+        route = args.route or propagation.default_route(package_dir)
+        emit(propagation.render(route, as_json=args.json, package_dir=package_dir))
         return 0
     from npu_shim import doctor
 

@@ -1,15 +1,13 @@
-"""The fixes, in the order the hook applies them, and what the hook and the doctor ask of them.
+"""The fixes, in the order the hook applies them, and the one application of a module's fixes.
 
-Each fix module (:mod:`npu_shim.fixes`) declares ``FIX``, a :class:`~npu_shim.patching.Fix` record: its
-name, the module it watches, its judgement, its edits, the verl functions it recognises (``known``). A new
-fix is a module and one line of :data:`FIXES`.
+Each fix module (:mod:`npu_shim.fixes`) declares ``FIX``, a :class:`~npu_shim.patcher.Fix`; a new fix is a module and
+one line of :data:`FIXES`.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from npu_shim.changes import ChangeSet
 from npu_shim.fixes import (
     lm_engine_repatch,
     megatron_checkpoint_metadata,
@@ -22,10 +20,9 @@ from npu_shim.fixes import (
     value_engine,
     vlm_mask_on_npu,
 )
-from npu_shim.patching import Fix
+from npu_shim.patcher import DISABLED, Fix, Outcome, Writer
 from npu_shim.recognition import KnownFunction
-from npu_shim.switches import DISABLED_FIXES, disabled_fixes
-from npu_shim.verdicts import DISABLED, Outcome
+from npu_shim.settings import DISABLED_FIXES, disabled_fixes
 
 FIXES: tuple[Fix, ...] = (
     shared_repatch.FIX,  # verl #6135: the repatch function both engines share
@@ -50,24 +47,21 @@ def watched_modules() -> list[str]:
     return list(dict.fromkeys(fix.watches for fix in FIXES))
 
 
-def apply_module(module: ModuleType, changes: ChangeSet) -> list[Outcome]:
-    """Apply the fixes that watch ``module``, just imported, each edit recorded in ``changes``.
-
-    The one application: the hook keeps the changes, the doctor reverts them at once. A fix that raises
-    leaves ``module`` as it was (the edits made so far reverted) and the error propagates. A fix that
-    ``NPU_SHIM_DISABLED_FIXES`` names is not applied.
-    """
+def apply_module(module: ModuleType, writer: Writer) -> list[Outcome]:
+    """Apply the fixes that watch ``module``, just imported, through ``writer``: the hook keeps the edits, the doctor
+    reverts them at once. A fix that raises (anything, KeyboardInterrupt too) leaves ``module`` as it was and the error
+    propagates. A fix that ``NPU_SHIM_DISABLED_FIXES`` names is not even judged."""
     turned_off = disabled_fixes(fix_names())
     try:
         return [
             Outcome(fix.name, DISABLED, f"turned off by {DISABLED_FIXES}")
             if fix.name in turned_off
-            else fix.apply(module, changes)
+            else fix.apply(module, writer)
             for fix in FIXES
             if fix.watches == module.__name__
         ]
     except BaseException:
-        changes.revert()
+        writer.revert()
         raise
 
 

@@ -1,16 +1,10 @@
-"""Second stage, loaded once verl is being imported: wrapt post-import hooks.
+"""The hook: wrapt post-import hooks on every module a fix watches, loaded once verl is being imported.
 
-One hook per verl module a fix changes (``verl.workers.engine``, ``verl.models.mcore.util``, ...):
-wrapt calls :func:`on_module_imported` right after that module has executed (or at once, if it
-already has), in whatever order verl imports them. A hook that raises would fail verl's import
-and wrapt would forget it; so every failure is caught here, the partial edits of that module's
-fixes are reverted, one warning names the switch that turns the shim off, and the process goes
-on with that module as it shipped, unless ``NPU_SHIM_STRICT=1``. The fixes run outside the hook's
-lock, which guards its bookkeeping alone: a fix that imports another watched module runs that
-module's fixes in its own thread, as wrapt calls hooks outside its own lock.
-
-Where the fixes of a module change verl, one INFO line says so on logger ``npu_shim``, which users see in the
-process's stderr (Ray's worker logs) without configuring logging: :class:`StderrUntilConfigured`.
+wrapt calls :func:`on_module_imported` right after a watched module has executed (or at once, if it already has), in
+whatever order verl imports them. A hook that raises would fail verl's import and wrapt would forget it, so every
+failure is caught: the module's edits are reverted, one warning names the switch that turns the shim off, and the
+process goes on with verl as it shipped (``NPU_SHIM_STRICT=1`` raises instead). Where fixes change verl, one INFO
+line says so, which users see without configuring logging (:class:`StderrUntilConfigured`).
 """
 
 from __future__ import annotations
@@ -24,11 +18,9 @@ from types import ModuleType
 import wrapt
 
 from npu_shim.catalogue import apply_module, fix_names, watched_modules
-from npu_shim.changes import ChangeSet
-from npu_shim.layout import installed_verl_version
-from npu_shim.names import VERSION
-from npu_shim.switches import LOG_LEVEL, log_level, switch, warn_once
-from npu_shim.verdicts import APPLIED, UNRECOGNISED, Outcome
+from npu_shim.patcher import APPLIED, UNRECOGNISED, Outcome, Writer
+from npu_shim.recognition import installed_verl_version
+from npu_shim.settings import LOG_LEVEL, VERSION, log_level, switch, warn_once
 
 logger = logging.getLogger("npu_shim")
 
@@ -42,9 +34,8 @@ failed_module: str | None = None  # the module whose fixes failed (and were reve
 class StderrUntilConfigured(logging.StreamHandler):
     """Writes npu_shim's records to the stderr of the moment while the application has configured no logging.
 
-    Without a handler of its own, Python shows a library's records at WARNING and above only (``logging.lastResort``):
-    the line that says where the shim changed verl is INFO. Once the root logger has a handler (``basicConfig``,
-    verl's or Ray's set-up), records reach it by propagation instead and this one stays quiet: never written twice.
+    Python shows a library's records at WARNING and above only (``logging.lastResort``); the line that says where the
+    shim changed verl is INFO. Once the root logger has a handler (verl's or Ray's set-up), records reach it instead.
     """
 
     def __init__(self) -> None:
@@ -56,22 +47,18 @@ class StderrUntilConfigured(logging.StreamHandler):
         return sys.stderr
 
 
-def show_log_lines() -> None:
-    """Let the npu_shim logger's INFO lines be seen: its level from ``NPU_SHIM_LOG_LEVEL`` (unless the application set
-    one and the variable is unset), and :class:`StderrUntilConfigured` once."""
-    if logger.level == logging.NOTSET or LOG_LEVEL in os.environ:
-        logger.setLevel(log_level())
-    if not any(isinstance(handler, StderrUntilConfigured) for handler in logger.handlers):
-        logger.addHandler(StderrUntilConfigured())
-
-
 def register() -> None:
+    """Register the hooks once; the npu_shim logger's level comes from ``NPU_SHIM_LOG_LEVEL`` (unless the application
+    set one and the variable is unset)."""
     global _registered
     with _lock:
         if _registered:
             return
         _registered = True
-    show_log_lines()
+    if logger.level == logging.NOTSET or LOG_LEVEL in os.environ:
+        logger.setLevel(log_level())
+    if not any(isinstance(handler, StderrUntilConfigured) for handler in logger.handlers):
+        logger.addHandler(StderrUntilConfigured())
     for module_name in watched_modules():
         wrapt.register_post_import_hook(on_module_imported, module_name)
 
@@ -79,26 +66,26 @@ def register() -> None:
 def on_module_imported(module: ModuleType) -> None:
     global failure, failed_module
     name = module.__name__
-    # No lock over the fixes, and none needed for one application when threads race: wrapt calls a
-    # module's hooks once, and importlib keeps other threads importing that module waiting until then.
+    # No lock over the fixes: wrapt calls a module's hooks once, and importlib keeps other threads importing it waiting.
     try:
-        results = apply_module(module, ChangeSet())
-    except Exception as error:  # apply_module reverted this module's edits
+        results = apply_module(module, Writer())
+    except Exception as error:  # apply_module reverted this module's edits; anything not an Exception goes on up
         with _lock:
             failure, failed_module = error, name
         if switch("NPU_SHIM_STRICT"):
             raise
         warn_once(
             f"hook-failed-{name}",
-            "npu_shim failed while patching %s and left it unchanged (%s: %s). "
-            "Set NPU_SHIM_DISABLE=1 to turn the shim off, NPU_SHIM_STRICT=1 to raise instead.",
+            "npu_shim failed while patching %s and left it unchanged (%s: %s). Set "
+            "NPU_SHIM_DISABLE=1 to turn the shim off, NPU_SHIM_STRICT=1 to raise instead.",
             name,
             type(error).__name__,
             error,
         )
         return
     with _lock:
-        _record(results)
+        latest = {outcome.fix: outcome for outcome in [*outcomes, *results]}
+        outcomes[:] = [latest[fix] for fix in fix_names() if fix in latest]
     for outcome in results:
         if outcome.verdict == UNRECOGNISED:  # verl needs the change, but its code is not what the fix knows
             warn_once(f"unrecognised-{outcome.fix}", "npu_shim did not apply %s: %s", outcome.fix, outcome.reason)
@@ -113,8 +100,3 @@ def on_module_imported(module: ModuleType) -> None:
             ", ".join(applied),
             LOG_LEVEL,
         )
-
-
-def _record(results: list[Outcome]) -> None:
-    latest = {outcome.fix: outcome for outcome in [*outcomes, *results]}
-    outcomes[:] = [latest[name] for name in fix_names() if name in latest]

@@ -22,7 +22,7 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
-from npu_shim.switches import warn_once
+from npu_shim.settings import warn_once
 
 logger = logging.getLogger("npu_shim")
 

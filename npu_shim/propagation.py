@@ -1,18 +1,28 @@
-"""How the shim reaches the interpreters that verl starts (Ray workers, torchrun and multiprocessing children).
+"""How the shim reaches the interpreters verl starts (Ray workers, torchrun and multiprocessing children), and
+``npu-shim runtime-env``: the Ray ``runtime_env`` that gives verl's workers the shim, as JSON for ``ray job submit
+--runtime-env-json`` and in Hydra's override grammar for verl's trainer (``+ray_kwargs.ray_init.runtime_env=...``).
 
-verl builds its engines in Ray actor processes, so a patch applied only in the
-driver does not reach them: every interpreter has to start with the shim's
-bootstrap directory on PYTHONPATH.
+verl builds its engines in Ray actors: a patch applied only in the driver does not reach them.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
+from typing import Any
 
-from npu_shim.names import BOOTSTRAP_MARKER, PACKAGE, PACKAGE_DIR, VERL_MODULES
-from npu_shim.switches import switch
+from npu_shim.settings import BOOTSTRAP, BOOTSTRAP_MARKER, PACKAGE, PACKAGE_DIR, VERL_MODULES, switch
 
-BOOTSTRAP_DIR = os.path.join(PACKAGE_DIR, "bootstrap")
+INSTALLED_BOOTSTRAP_DIR = os.path.join(os.path.dirname(PACKAGE_DIR), BOOTSTRAP)  # beside the package, not inside it
+VERL_ROUTE = VERL_MODULES
+PYTHONPATH_ROUTE = "PYTHONPATH"
+HYDRA_KEY = "+ray_kwargs.ray_init.runtime_env"
+# A string Hydra reads as that same string without quotes: no separators (, : = spaces), not a number,
+# and not one of the words it turns into a bool or None.
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+_HYDRA_WORDS = frozenset({"true", "false", "null", "nan", "inf"})
 
 
 def is_npu_shim_bootstrap(path: str) -> bool:
@@ -27,24 +37,22 @@ def is_npu_shim_bootstrap(path: str) -> bool:
 def bootstrap_dir(package_dir: str | None = None) -> str:
     """The directory to put on PYTHONPATH so that every interpreter activates the shim.
 
-    ``npu_shim/bootstrap`` of an installed shim; the checkout itself for a shim
-    run from a checkout (its root ``sitecustomize.py``): the installed bootstrap
-    activates only where npu_shim is already on sys.path, and a checkout is not.
-    ``package_dir``: that of another npu_shim than this one.
+    ``npu_shim_bootstrap`` beside an installed shim's package; the checkout itself for a shim run from a checkout
+    (its root ``sitecustomize.py``): the installed bootstrap activates only where npu_shim is already on sys.path,
+    and a checkout is not. ``package_dir``: that of another npu_shim than this one.
     """
-    package_dir = package_dir or PACKAGE_DIR
-    checkout = os.path.dirname(package_dir)
-    candidate = os.path.join(checkout, "sitecustomize.py")
+    parent = os.path.dirname(package_dir or PACKAGE_DIR)
+    candidate = os.path.join(parent, "sitecustomize.py")
     if os.path.isfile(candidate) and is_npu_shim_bootstrap(candidate):
-        return checkout
-    return os.path.join(package_dir, "bootstrap")
+        return parent
+    return os.path.join(parent, BOOTSTRAP)
 
 
 def with_bootstrap_first(pythonpath: str, bootstrap: str | None = None) -> str:
     """``pythonpath`` with the bootstrap directory (this shim's, or ``bootstrap``) first, once; others in order."""
     first = bootstrap or bootstrap_dir()
-    # this shim's own entries go too (a checkout's npu_shim/bootstrap would activate nothing)
-    ours = {first, bootstrap_dir(), BOOTSTRAP_DIR}
+    # this shim's own entries go too (a checkout's npu_shim_bootstrap would activate nothing)
+    ours = {first, bootstrap_dir(), INSTALLED_BOOTSTRAP_DIR}
     entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry not in ours]
     return os.pathsep.join([first, *entries])
 
@@ -104,3 +112,60 @@ def verl_modules_runtime_env(runtime_env: dict | None = None) -> dict:
     env_vars[VERL_MODULES] = ",".join(modules)
     merged["env_vars"] = env_vars
     return merged
+
+
+def default_route(package_dir: str | None = None) -> str:
+    """verl's own route for an installed shim; a checkout is not importable by workers without PYTHONPATH.
+
+    ``package_dir``: the npu_shim package the workers import, when it is not this one.
+    """
+    installed = bootstrap_dir(package_dir) == os.path.join(os.path.dirname(package_dir or PACKAGE_DIR), BOOTSTRAP)
+    return VERL_ROUTE if installed else PYTHONPATH_ROUTE
+
+
+def runtime_env(route: str, package_dir: str | None = None) -> dict[str, Any]:
+    if route == VERL_ROUTE:
+        return verl_modules_runtime_env()
+    return ray_runtime_env(bootstrap=bootstrap_dir(package_dir))
+
+
+def hydra_value(value: Any) -> str:
+    """``value`` in Hydra's override grammar: dicts and lists as such, every string quoted."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{hydra_value(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and text.lower() not in _HYDRA_WORDS:  # readable: no quotes needed
+        return text
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def hydra_override(env: dict[str, Any]) -> str | None:
+    """The override for verl's trainer, or None when ``env`` needs Ray's ``${VAR}`` expansion.
+
+    verl passes ``ray_init`` to Ray unresolved but later resolves its whole config:
+    an unescaped ``${PYTHONPATH}`` fails there as an OmegaConf interpolation, and an
+    escaped one reaches Ray with its backslash. verl's own route needs neither.
+    """
+    text = json.dumps(env)
+    return None if "${" in text else f"{HYDRA_KEY}={hydra_value(env)}"
+
+
+def render(route: str, as_json: bool, package_dir: str | None = None) -> str:
+    env = runtime_env(route, package_dir)
+    if as_json:
+        return json.dumps(env)
+    override = hydra_override(env)
+    return "\n".join(
+        [
+            f"# route: {route}",
+            "# ray job submit:",
+            f"--runtime-env-json={shlex.quote(json.dumps(env))}",
+            "# verl trainer override:",
+            shlex.quote(override)
+            if override
+            else f"# none for this route (it needs Ray's ${{PYTHONPATH}} expansion); use --route {VERL_ROUTE}",
+        ]
+    )

@@ -1,26 +1,10 @@
-"""The one decision every fix that recognises verl's code makes, and the one step of a fix that rebinds.
+"""How a fix recognises verl's code: the fingerprint of one function, against those of the released wheels.
 
-A fix declares a :class:`KnownFunction`: which verl function it looks at (its file in verl's
-wheel and its qualified name, the key into ``known_code.json``), the releases whose code
-lacks the change and those whose code has it. :meth:`KnownFunction.judge` reads the function
-off its owner (a module or a class) and returns a :class:`Judgement`:
-
-- replaced by a fix earlier in this process (:mod:`npu_shim.originals` holds verl's): already applied;
-- other evidence than the code that verl has the change (``has_change``): native;
-- npu_shim's own function there (a fix bound a name verl lacks): not applicable;
-- the code of a release without the change: missing (the fix applies it), unless the fix says
-  this verl needs nothing (``needs_nothing``: the Megatron beside it takes what verl passes);
-- the code of a release with the change: native;
-- the code of any other known release: not applicable (that release does not need it);
-- code no release has, where the installed verl's version (or the fix's layout,
-  ``needed_on_any_version``) says the change is missing: unrecognised, a verl patched locally
-  or a source not readable; it is left as verl ships it, and the hook warns once with what follows;
-- otherwise: not applicable.
-
-A fix that replaces one function declares a :class:`Rebinding` (a KnownFunction with its
-replacement and the words its outcome says), and :func:`npu_shim.patching.rebinding` makes it the fix:
-judge, rebind where missing, report. ``known_code.json`` is generated from the released wheels by
-``scripts/fingerprints.py``.
+A :class:`KnownFunction` names a verl function (its file in verl's wheel and its qualified name, the key into
+``known_code.json``, which ``scripts/fingerprints.py`` generates) and the releases whose code lacks or has the change.
+Its :meth:`~KnownFunction.judge` gives the verdict; a :class:`Rebinding` (a function the fix replaces) is made a fix
+by :meth:`Rebinding.as_fix`. Code no release has is left as verl ships it (a local patch?), with one warning, where
+the installed verl's version says the change is missing.
 """
 
 from __future__ import annotations
@@ -31,19 +15,20 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from types import ModuleType
 from typing import Any
 
-from npu_shim import originals
 from npu_shim.fingerprint import function_fingerprint
-from npu_shim.layout import installed_verl_version
-from npu_shim.verdicts import (
-    ALREADY_APPLIED,
-    APPLIED,
+from npu_shim.patcher import (
+    ENGINE_PACKAGE,
     MISSING,
     NATIVE,
     NOT_APPLICABLE,
     UNRECOGNISED,
+    Fix,
     Outcome,
+    Writer,
+    get_original,
     is_ours,
 )
 
@@ -57,36 +42,19 @@ def known_code() -> dict[str, dict[str, str | None]]:
         return json.load(file)["functions"]
 
 
+def installed_verl_version() -> str:
+    """``verl.__version__`` of the verl imported in this process, or ``""``."""
+    return str(getattr(sys.modules.get("verl"), "__version__", ""))
+
+
 def verl_release() -> str:
     """The installed verl's version without its local part (``0.7.1+ascend`` is 0.7.1), or ``""``."""
     return installed_verl_version().partition("+")[0]
 
 
-def _listed(releases: tuple[str, ...] | list[str]) -> str:
-    return ", ".join(releases)
-
-
-@dataclass(frozen=True)
-class Judgement:
-    fix: str
-    verdict: str  # MISSING, ALREADY_APPLIED, NATIVE, NOT_APPLICABLE or UNRECOGNISED
-    reason: str
-    releases: str = ""  # the known releases whose code it is
-
-    @property
-    def missing(self) -> bool:
-        return self.verdict == MISSING
-
-    def outcome(self, applied: str = "") -> Outcome:
-        """The fix's outcome; ``applied`` says what the fix did, when the change was missing."""
-        if self.missing:
-            return Outcome(self.fix, APPLIED, f"{self.reason} {applied}".strip())
-        return Outcome(self.fix, self.verdict, self.reason)
-
-
 @dataclass(frozen=True, kw_only=True)
 class KnownFunction:
-    fix: str  # the fix's NAME
+    fix: str  # the fix's name
     source: str  # the key into known_code.json: "verl/models/mcore/util.py:_build_npu_attn_mask"
     missing_in: tuple[str, ...]  # the releases whose code lacks the change
     fixed_in: tuple[str, ...]  # the releases whose code has it
@@ -116,83 +84,73 @@ class KnownFunction:
 
     def owner(self, module: str = "") -> Any:
         """The module (or its class, for a method) the function is read from, as imported; None where there is none.
-
-        ``module``: another module that bound the function's name (by default the one defining it).
-        """
+        ``module``: another module that bound the function's name (by default the one defining it)."""
         owner: Any = sys.modules.get(module or self.module)
         for name in self.qualname.split(".")[:-1]:
             owner = vars(owner).get(name) if owner is not None else None
         return owner
 
-    def releases(self, function: Any) -> list[str]:
-        """The known releases whose code ``function`` is exactly (empty for anything else)."""
-        return self._releases_of(function_fingerprint(function)) or []
-
     def original(self, owner: Any) -> Any:
         """verl's own function on ``owner``, also once a fix has replaced it (None if there is none)."""
-        return originals.get_original(owner, self.attribute)
+        return get_original(owner, self.attribute)
 
-    def _releases_of(self, fingerprint: str | None) -> list[str] | None:
-        """The releases with that code; None where known_code.json has no entry for the function."""
+    def releases(self, function: Any) -> list[str] | None:
+        """The known releases whose code ``function`` is exactly; None where known_code.json has no entry for it."""
         table = known_code().get(self.source)
         if table is None:
             return None
+        fingerprint = function_fingerprint(function)
         return [release for release, known in table.items() if fingerprint is not None and known == fingerprint]
 
-    def judge(self, owner: Any) -> Judgement:  # noqa: PLR0911 - the module docstring's list
-        """The verdict on ``owner``'s function (see the module docstring)."""
+    def judge(self, owner: Any) -> Outcome:  # noqa: PLR0911 - one verdict per case
+        """The verdict on verl's own function on ``owner`` (a fix's replacement is looked through)."""
+        where = f"{getattr(owner, '__name__', '?')}.{self.attribute}"
         if owner is None:
-            return Judgement(self.fix, NOT_APPLICABLE, f"verl has no {self.module}.{self.qualname}")
-        where = f"{owner.__name__}.{self.attribute}"
-        # a name a fix bound where verl had none (shared_repatch's) is npu_shim's own, judged as such below
-        if originals.was_replaced(owner, self.attribute) and originals.get_original(owner, self.attribute) is not None:
-            return Judgement(self.fix, ALREADY_APPLIED, f"{where} was replaced earlier in this process")
+            return self._verdict(NOT_APPLICABLE, f"verl has no {self.module}.{self.qualname}")
         evidence = self.has_change(owner) if self.has_change else ""
         if evidence:
-            return Judgement(self.fix, NATIVE, evidence)
-        current = vars(owner).get(self.attribute)
-        if current is None:
-            return Judgement(self.fix, NOT_APPLICABLE, f"verl has no {where}")
-        if is_ours(current):
-            return Judgement(self.fix, NOT_APPLICABLE, f"{where} is npu_shim's own: this verl has none of its own")
-        fingerprint = function_fingerprint(current)
-        releases = self._releases_of(fingerprint)
-        listed = _listed(releases or [])
+            return self._verdict(NATIVE, evidence)
+        current = self.original(owner)
+        if current is None or is_ours(current):  # a name a fix bound where verl had none (shared_repatch's)
+            ours = is_ours(vars(owner).get(self.attribute))
+            why = f"{where} is npu_shim's own: this verl has none of its own" if ours else f"verl has no {where}"
+            return self._verdict(NOT_APPLICABLE, why)
+        releases = self.releases(current)
+        listed = ", ".join(releases or [])
+        unneeded = self.needs_nothing(owner) if self.needs_nothing else ""
         if releases and set(releases) & set(self.missing_in):
-            unneeded = self.needs_nothing(owner) if self.needs_nothing else ""
-            if unneeded:
-                return Judgement(self.fix, NOT_APPLICABLE, unneeded, listed)
-            return Judgement(self.fix, MISSING, f"{where} (verl {listed}'s)", listed)
-        if releases and set(releases) & set(self.fixed_in):
-            return Judgement(self.fix, NATIVE, f"{where} has {self.change} (the code of verl {listed})", listed)
-        if releases:
-            return Judgement(
-                self.fix, NOT_APPLICABLE, f"{where} is verl {listed}'s, which has no need of {self.change}"
+            return (
+                self._verdict(NOT_APPLICABLE, unneeded or "")
+                if unneeded
+                else self._verdict(MISSING, f"{where} (verl {listed}'s)")
             )
+        if releases and set(releases) & set(self.fixed_in):
+            return self._verdict(NATIVE, f"{where} has {self.change} (the code of verl {listed})")
+        if releases:
+            return self._verdict(NOT_APPLICABLE, f"{where} is verl {listed}'s, which has no need of {self.change}")
         if not (self.needed_on_any_version or verl_release() in self.missing_in):
             why = f"{where} is not the code of a verl release npu_shim knows; left as verl ships it"
-            return Judgement(self.fix, NOT_APPLICABLE, why)
-        unneeded = self.needs_nothing(owner) if self.needs_nothing else ""
-        if unneeded:
-            return Judgement(self.fix, NOT_APPLICABLE, unneeded)
+            return self._verdict(NOT_APPLICABLE, why)
         what = (
             f"npu_shim's {DATA_FILE} has no entry for it: reinstall npu_shim"
             if releases is None
             else "its source could not be read"
-            if fingerprint is None
+            if function_fingerprint(current) is None
             else "a local patch?"
         )
         why = (
-            f"{where} is not the code of verl {_listed(self.missing_in)} ({what}): left as verl ships it, "
+            f"{where} is not the code of verl {', '.join(self.missing_in)} ({what}): left as verl ships it, "
             f"without {self.change}, so {self.if_left}"
         )
-        return Judgement(self.fix, UNRECOGNISED, why)
+        return self._verdict(NOT_APPLICABLE, unneeded) if unneeded else self._verdict(UNRECOGNISED, why)
+
+    def _verdict(self, verdict: str, reason: str) -> Outcome:
+        return Outcome(self.fix, verdict, reason)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Rebinding(KnownFunction):
-    """A verl function that a fix replaces where its code is a release's without the change
-    (:func:`npu_shim.patching.rebinding` makes the fix)."""
+    """A verl function that a fix replaces where its code is a release's without the change."""
 
     replacement: Callable[..., Any]
     applied: str  # what the outcome adds once applied: "now builds the mask as bool"
@@ -201,3 +159,15 @@ class Rebinding(KnownFunction):
     @property
     def rebound_in(self) -> tuple[str, ...]:
         return self.bound_in or (self.module,)
+
+    def as_fix(self, watches: str = ENGINE_PACKAGE) -> Fix:
+        """The fix: judge the function by its fingerprint, and rebind it under each name that binds verl's code."""
+        modules = self.rebound_in
+
+        def edit(module: ModuleType, writer: Writer) -> None:
+            first, *others = (self.owner(name) for name in modules)
+            for owner in [first, *(owner for owner in others if self.judge(owner).missing)]:
+                writer.bind(owner, self.attribute, self.replacement)
+
+        judge = lambda module: self.judge(self.owner(modules[0]))  # noqa: E731
+        return Fix(name=self.fix, judge=judge, edit=edit, applied=self.applied, watches=watches, known=(self,))

@@ -46,25 +46,25 @@ MUTATIONS = [
     ),
     Mutation(
         "start-up: the common case decided without looking for a sitecustomize it hides",
-        "npu_shim/bootstrap/sitecustomize.py",
+        "npu_shim_bootstrap/sitecustomize.py",
         '(entry + "/sitecustomize.py")',
         '(entry + "/no_such_module.py")',
     ),
     Mutation(
         "start-up: a module imported that an empty sitecustomize does not import",
-        "npu_shim/bootstrap/sitecustomize.py",
+        "npu_shim_bootstrap/sitecustomize.py",
         "import os\nimport sys\n",
         "import json\nimport os\nimport sys\n",
     ),
     Mutation(
         "start-up: the common case taken with NPU_SHIM_DISABLE set",
-        "npu_shim/bootstrap/sitecustomize.py",
+        "npu_shim_bootstrap/sitecustomize.py",
         '        and "NPU_SHIM_DISABLE" not in os.environ\n',
         '        and "NPU_SHIM_DISABLE" not in ()\n',
     ),
     Mutation(
         "start-up: the common case taken in a Python npu_shim does not serve",
-        "npu_shim/bootstrap/sitecustomize.py",
+        "npu_shim_bootstrap/sitecustomize.py",
         "        sys.version_info >= (3, 10)\n",
         "        sys.version_info >= (2, 7)\n",
     ),
@@ -88,7 +88,7 @@ MUTATIONS = [
     ),
     Mutation(
         "chain: a served interpreter with a hidden sitecustomize left without the watcher",
-        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "npu_shim_bootstrap/_npu_shim_chain.py",
         "            sys.meta_path.insert(0, bootstrap)\n",
         "            pass\n",
     ),
@@ -393,26 +393,26 @@ MUTATIONS = [
     ),
     Mutation(
         "chain: bytecode another Python wrote of an installed bootstrap kept (pip uninstall leaves it behind)",
-        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "npu_shim_bootstrap/_npu_shim_chain.py",
         "    for path in paths:\n        if path:\n",
         "    for path in ():\n        if path:\n",
     ),
     Mutation(
         "chain (2.7): the first entry without a sitecustomize ends the search",
-        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "npu_shim_bootstrap/_npu_shim_chain.py",
         '        found = imp.find_module("sitecustomize", [entry])\n    except ImportError:\n        return False\n',
         '        found = imp.find_module("sitecustomize", [entry])\n    except ImportError:\n        return True\n',
     ),
     Mutation(
         "chain (2.7): an ImportError of the user's own sitecustomize reported, which 2.7's site keeps silent",
-        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "npu_shim_bootstrap/_npu_shim_chain.py",
         "        except ImportError:  # 2.7's site swallows any ImportError of sitecustomize, silently\n"
         "            pass\n",
         "",
     ),
     Mutation(
         "chain (3.x): an ImportError that names sitecustomize reported, which 3.x's site keeps silent",
-        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "npu_shim_bootstrap/_npu_shim_chain.py",
         '        if not (isinstance(error, ImportError) and error.name == "sitecustomize"):\n'
         "            _report(error)\n",
         "        _report(error)\n",
@@ -627,7 +627,7 @@ MUTATIONS = [
     ),
     Mutation(
         "chain: an empty __pycache__ of the bootstrap left behind (npu_shim/ then outlives an uninstall)",
-        "npu_shim/bootstrap/_npu_shim_chain.py",
+        "npu_shim_bootstrap/_npu_shim_chain.py",
         "            for remove, target in ((os.remove, path), (os.rmdir, os.path.dirname(path))):\n",
         "            for remove, target in ((os.remove, path),):\n",
     ),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
-BOOTSTRAP_DIR = ROOT / "npu_shim" / "bootstrap"
+BOOTSTRAP_DIR = ROOT / "npu_shim_bootstrap"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 # An expression for a child's code (Python 2.7 syntax, after `import sys`): npu_shim.activated_via() there,
 # without importing npu_shim, which start-up activates without importing.
@@ -35,7 +35,8 @@ def shim_source(directory: Path) -> Path:
     source.mkdir(parents=True)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "npu_shim", source / "npu_shim", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("npu_shim", "npu_shim_bootstrap"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     return source
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import os
 import sys
 from types import ModuleType
@@ -26,3 +27,11 @@ def package_folder(package: ModuleType | None) -> str | None:
     it is not imported or has no file (a namespace package)."""
     file = getattr(package, "__file__", None)
     return os.path.dirname(os.path.abspath(file)) if file else None
+
+
+def found(name: str) -> bool:
+    """Whether ``name`` is found here; found, not imported (importing MindSpeed or Megatron to ask would patch them)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder that raises, a parent that fails to import, a spec-less module
+        return False

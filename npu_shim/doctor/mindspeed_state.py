@@ -13,19 +13,18 @@ import logging
 import sys
 from dataclasses import replace
 
-from npu_shim import megatron_first, mindspeed_line
-from npu_shim.doctor.imports import import_or_failure, package_folder
+from npu_shim import mindspeed_line, watcher
+from npu_shim.doctor.imports import found, import_or_failure, package_folder
 from npu_shim.doctor.report import AdaptorOrder, ImportFailure, MindSpeedOffer, MindSpeedStack
 from npu_shim.fixes import shared_repatch
-from npu_shim.found import found
-from npu_shim.layout import VerlLayout
-from npu_shim.switches import switch
+from npu_shim.fixes.value_engine import VerlLayout
+from npu_shim.settings import switch
 
 logger = logging.getLogger("npu_shim")
 
 ADAPTOR = "mindspeed.megatron_adaptor"  # what verl imports `repatch` from
 # What MindSpeed core_r0.17.0 and core_r0.18.0 need besides themselves, installed in this order before MindSpeed:
-MEGATRON_ADAPTOR = megatron_first.MODULE  # MegatronAdaptor; their `mindspeed/__init__.py` is `import megatron_adaptor`
+MEGATRON_ADAPTOR = watcher.ADAPTOR  # MegatronAdaptor; their `mindspeed/__init__.py` is `import megatron_adaptor`
 TRANSFORMER_ENGINE = "transformer_engine"  # TransformerEngineNPU
 INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed"
 PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
@@ -36,7 +35,7 @@ def stack() -> MindSpeedStack:
     here; found, not imported (that could patch Megatron). Nothing tried yet: see :func:`mindspeed_state`."""
     return MindSpeedStack(
         mindspeed_installed=found("mindspeed"),
-        megatron_adaptor_installed=megatron_first.installed(),
+        megatron_adaptor_installed=watcher.found(watcher.ADAPTOR),
         transformer_engine_installed=found(TRANSFORMER_ENGINE),
     )
 
@@ -48,8 +47,8 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
     at the first import of Megatron only from start-up on); ``megatron_at_adaptor``: the Megatron modules already
     imported when the probe process first looked for ``megatron_adaptor`` (None: it never did).
     """
-    installed = megatron_first.installed()
-    megatron = megatron_first.megatron_modules()
+    installed = watcher.found(watcher.ADAPTOR)
+    megatron = watcher.megatron_modules()
     if not installed or not megatron:
         first = None
     elif megatron_at_adaptor is not None:
@@ -62,8 +61,8 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
         reason = (
             "NPU_SHIM_DISABLE=1: npu_shim installs nothing, MegatronAdaptor is left to MindSpeed's `import mindspeed`"
         )
-    elif not switch(megatron_first.SWITCH):
-        reason = f"{megatron_first.SWITCH}=0: npu_shim leaves MegatronAdaptor to MindSpeed's `import mindspeed`"
+    elif not switch(watcher.ADAPTOR_SWITCH):
+        reason = f"{watcher.ADAPTOR_SWITCH}=0: npu_shim leaves MegatronAdaptor to MindSpeed's `import mindspeed`"
     elif activated_at_start is None:
         reason = (
             "npu_shim does not start with this interpreter (verl's route starts it at `import verl`, after what a "
@@ -76,7 +75,7 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
         )
     return AdaptorOrder(
         installed=installed,
-        before_megatron=installed and activated_at_start is not None and switch(megatron_first.SWITCH),
+        before_megatron=installed and activated_at_start is not None and switch(watcher.ADAPTOR_SWITCH),
         megatron_first=first,
         reason=reason,
     )

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from npu_shim.verdicts import NOT_APPLICABLE
+from npu_shim.patcher import NOT_APPLICABLE
 
 OK = "ok"
 NOT_JUDGED = "not judged"  # no NPU seen: whether a Megatron critic's engine resolves on one is not judged

@@ -19,10 +19,10 @@ import os
 from dataclasses import replace
 
 from npu_shim.doctor.report import ProbeState, PythonpathEntry, PythonpathRoute, Report, Route, Routes
-from npu_shim.import_route import names_npu_shim
-from npu_shim.names import PACKAGE, VERL_PLUGINS, VERL_PLUGINS_POLICY
-from npu_shim.names import VERL_MODULES as VERL_EXTERNAL
 from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
+from npu_shim.settings import PACKAGE, VERL_PLUGINS, VERL_PLUGINS_POLICY
+from npu_shim.settings import VERL_MODULES as VERL_EXTERNAL
+from npu_shim.watcher import names_npu_shim
 
 PYTHONPATH = "PYTHONPATH"
 

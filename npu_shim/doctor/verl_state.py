@@ -22,9 +22,8 @@ from typing import Any
 
 import npu_shim
 from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, fix_names, watched_modules
-from npu_shim.changes import ChangeSet
 from npu_shim.doctor import bridge_state, mindspeed_state
-from npu_shim.doctor.imports import package_folder
+from npu_shim.doctor.imports import found, package_folder
 from npu_shim.doctor.report import (
     NOT_JUDGED,
     OK,
@@ -44,10 +43,10 @@ from npu_shim.doctor.report import (
 )
 from npu_shim.doctor.routes import names_at_fault, pythonpath_entries
 from npu_shim.fixes import lm_engine_repatch, mindspeed_line_repatch, value_engine
-from npu_shim.found import found
-from npu_shim.layout import ENGINE_PACKAGE, VerlLayout, read_layout
-from npu_shim.switches import names_of_disabled_fixes, switch
-from npu_shim.verdicts import APPLIED, NOT_APPLICABLE, UNRECOGNISED, Outcome, is_ours
+from npu_shim.fixes.value_engine import VerlLayout, read_layout
+from npu_shim.patcher import APPLIED, ENGINE_PACKAGE, NOT_APPLICABLE, UNRECOGNISED, Outcome, Writer, is_ours
+from npu_shim.recognition import installed_verl_version
+from npu_shim.settings import names_of_disabled_fixes, switch
 
 logger = logging.getLogger("npu_shim")
 
@@ -94,7 +93,7 @@ def _shim_state() -> ShimState:
         # what stopped it, found rather than guessed: no wrapt here, or the error the hook's import raised
         no_wrapt = "wrapt" not in sys.modules and not found("wrapt")
         # recorded by npu_shim.first_import.install_hook
-        error = getattr(sys.modules.get("npu_shim.first_import"), "hook_import_error", None)
+        error = getattr(sys.modules.get("npu_shim.watcher"), "hook_import_error", None)
         why = "wrapt is not installed here" if no_wrapt else error and f"npu_shim.hook failed to import: {error}"
         reason = f"the shim's import hook did not load{f' ({why})' if why else ''}; verl runs unpatched"
     elif failure is not None:
@@ -131,7 +130,7 @@ def _layout_id(layout: VerlLayout) -> str:
     own_mesh_init = lm_engine.__dict__.get("_init_device_mesh")
     if own_mesh_init is not None and not is_ours(own_mesh_init):
         # both carry #5697 (the branch as its cherry-pick #5700); the version they report tells them apart
-        return "release/v0.7.1" if layout.verl_version.startswith("0.7") else "pre-#6135 main"
+        return "release/v0.7.1" if installed_verl_version().startswith("0.7") else "pre-#6135 main"
     if own_mesh_init is not None or lm_engine_repatch.LM_INIT.releases(lm_engine_repatch.LM_INIT.original(lm_engine)):
         return "0.6/0.7"
     return "unrecognised"
@@ -154,7 +153,7 @@ def _would(import_errors: dict[str, str]) -> dict[str, tuple[str, str]]:
         if module is None:
             would.update(dict.fromkeys(names, (NOT_APPLICABLE, _not_imported(module_name, import_errors))))
             continue
-        changes = ChangeSet()
+        changes = Writer()
         try:
             outcomes = apply_module(module, changes)  # the hook's own application, undone at once
         except Exception as error:  # a verl the fixes cannot read: say so, do not crash the doctor

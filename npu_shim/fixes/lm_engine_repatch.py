@@ -21,9 +21,8 @@ from types import ModuleType
 from typing import Any
 
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.patching import Edit, Fix, Patch, Remove
+from npu_shim.patcher import Fix, Writer, is_ours
 from npu_shim.recognition import KnownFunction
-from npu_shim.verdicts import is_ours
 
 NAME = "lm_engine_repatch"
 CLASS_NAME = "MindspeedEngineWithLMHead"
@@ -60,19 +59,17 @@ def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
     return _init_device_mesh
 
 
-def edits(engine_package: ModuleType) -> list[Edit]:
+def edit(engine_package: ModuleType, writer: Writer) -> None:
     """Not a rebinding: verl's ``__init__`` goes (Megatron's is inherited) and upstream's mesh init comes."""
     engine_class = LM_INIT.owner()
-    return [
-        Remove(engine_class, "__init__"),
-        Patch(engine_class, MESH_INIT, repatch_then_init_device_mesh(engine_class)),
-    ]
+    writer.remove(engine_class, "__init__")
+    writer.bind(engine_class, MESH_INIT, repatch_then_init_device_mesh(engine_class))
 
 
 FIX = Fix(
     name=NAME,
     judge=lambda engine_package: LM_INIT.judge(LM_INIT.owner()),
-    edits=edits,
+    edit=edit,
     applied="is dropped: the engine now repatches in _init_device_mesh, once, on a copy of the config",
     known=(LM_INIT,),
 )

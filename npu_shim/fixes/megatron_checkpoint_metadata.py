@@ -22,10 +22,7 @@ import sys
 from types import CodeType, ModuleType
 from typing import Any
 
-from npu_shim import originals
-from npu_shim.patching import Fix, Patch
-from npu_shim.recognition import Judgement
-from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NOT_APPLICABLE
+from npu_shim.patcher import MISSING, NOT_APPLICABLE, Fix, Outcome, get_original
 
 NAME = "megatron_checkpoint_metadata"
 WATCHES = "megatron.core.dist_checkpointing.strategies.torch"  # the planner and the load; it imports the writer
@@ -34,36 +31,39 @@ WRITER = "FileSystemWriterAsync"
 EXTRA = "mcore_data"
 
 
-def _used_names(code: Any) -> set[str]:
-    """The globals and attributes ``code`` (or code nested in it) uses."""
+def uses(code: Any, name: str) -> bool:
+    """Whether ``code`` (or code nested in it) uses ``name``: as a global, an attribute, a variable or a constant."""
     if not isinstance(code, CodeType):
-        return set()
-    return set(code.co_names).union(*(_used_names(constant) for constant in code.co_consts))
+        return False
+    if name in code.co_names or name in code.co_varnames:
+        return True
+    return any(
+        uses(constant, name) or constant == name or (isinstance(constant, tuple) and name in constant)
+        for constant in code.co_consts
+    )
 
 
 def _code(function: Any) -> Any:
     return getattr(getattr(function, "__func__", function), "__code__", None)
 
 
-def judge(module: ModuleType) -> Judgement:
+def judge(module: ModuleType) -> Outcome:
     """Not a fingerprint of verl's code: megatron-core's and torch's, read by what they do with ``mcore_data``."""
     writer = getattr(sys.modules.get(WRITER_MODULE), WRITER, None)
     if writer is None:
-        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core writes no checkpoint through {WRITER_MODULE}.{WRITER}")
-    if originals.was_replaced(writer, "finish"):
-        return Judgement(NAME, ALREADY_APPLIED, f"{WRITER}.finish is npu_shim's, bound earlier in this process")
+        return Outcome(NAME, NOT_APPLICABLE, f"megatron-core writes no checkpoint through {WRITER_MODULE}.{WRITER}")
     from torch.distributed.checkpoint.filesystem import FileSystemWriter
     from torch.distributed.checkpoint.metadata import Metadata
 
-    if not {"dataclasses", "replace"} <= _used_names(_code(FileSystemWriter.finish)):
-        return Judgement(NAME, NOT_APPLICABLE, "this torch's checkpoint writer pickles the caller's Metadata itself")
+    if not (uses(_code(FileSystemWriter.finish), "dataclasses") and uses(_code(FileSystemWriter.finish), "replace")):
+        return Outcome(NAME, NOT_APPLICABLE, "this torch's checkpoint writer pickles the caller's Metadata itself")
     planner = getattr(getattr(module, "MCoreSavePlanner", None), "create_global_plan", None)
     declared = EXTRA in {field.name for field in dataclasses.fields(Metadata)} or hasattr(module, "MCoreMetadata")
-    if declared or EXTRA not in _used_names(_code(planner)):
-        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core sets no undeclared {EXTRA} (0.15 and later declare it)")
-    if EXTRA not in _used_names(_code(getattr(module, "get_reformulation_metadata", None))):
-        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core's load does not read {EXTRA}")
-    return Judgement(
+    if declared or not uses(_code(planner), EXTRA):
+        return Outcome(NAME, NOT_APPLICABLE, f"megatron-core sets no undeclared {EXTRA} (0.15 and later declare it)")
+    if not uses(_code(getattr(module, "get_reformulation_metadata", None)), EXTRA):
+        return Outcome(NAME, NOT_APPLICABLE, f"megatron-core's load does not read {EXTRA}")
+    return Outcome(
         NAME, MISSING, f"torch's writer copies the Metadata with its declared fields only, losing megatron's {EXTRA}:"
     )
 
@@ -95,7 +95,7 @@ def _declaring_extras(metadata: Any) -> Any:
 def _finish_keeping_extras(self: Any, metadata: Any, results: Any) -> Any:
     """The writer's ``finish`` as it was (megatron's own, or torch's it inherits), given a Metadata it keeps whole."""
     writer = getattr(sys.modules[WRITER_MODULE], WRITER)
-    own = originals.get_original(writer, "finish")
+    own = get_original(writer, "finish")
     finish = own.__get__(self) if own is not None else super(writer, self).finish
     return finish(_declaring_extras(metadata), results)
 
@@ -103,7 +103,9 @@ def _finish_keeping_extras(self: Any, metadata: Any, results: Any) -> Any:
 FIX = Fix(
     name=NAME,
     judge=judge,
-    edits=lambda module: [Patch(getattr(sys.modules[WRITER_MODULE], WRITER), "finish", _finish_keeping_extras)],
+    edit=lambda module, writer: writer.bind(
+        getattr(sys.modules[WRITER_MODULE], WRITER), "finish", _finish_keeping_extras
+    ),
     applied=f"{WRITER}.finish now writes it whole, as torch 2.13 does",
     watches=WATCHES,
 )

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import inspect
 import sys
-from types import CodeType, ModuleType
+from types import ModuleType
 from typing import Any
 
-from npu_shim import originals
-from npu_shim.patching import Fix, Patch
-from npu_shim.recognition import Judgement
-from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NATIVE, NOT_APPLICABLE
+from npu_shim.fixes.megatron_checkpoint_metadata import uses
+from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, get_original
 
 NAME = "megatron_checkpoint_save"
 WATCHES = "megatron.core.dist_checkpointing.strategies.filesystem_async"
@@ -42,50 +40,36 @@ def _requires_format(write_item: Any) -> bool:
     return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
-def _names(code: CodeType, name: str) -> bool:
-    """Whether ``code`` (or code nested in it) uses ``name``: as a variable, an attribute, a keyword or a string."""
-    if name in code.co_names or name in code.co_varnames:
-        return True
-    for constant in code.co_consts:
-        if isinstance(constant, CodeType) and _names(constant, name):
-            return True
-        if constant == name or (isinstance(constant, tuple) and name in constant):  # a key; keyword names
-            return True
-    return False
-
-
-def judge(module: ModuleType) -> Judgement:
+def judge(module: ModuleType) -> Outcome:
     """Not a fingerprint of verl's code: megatron-core's, read by what its writer calls and what it passes."""
-    if originals.was_replaced(module, WRITE_ITEM):
-        return Judgement(NAME, ALREADY_APPLIED, f"{WRITE_ITEM} is npu_shim's, bound earlier in this process")
     current = getattr(module, WRITE_ITEM, None)
     writer = getattr(getattr(module, WRITER, None), "write_preloaded_data", None)
     code = getattr(inspect.unwrap(writer), "__code__", None) if writer is not None else None  # under _disable_gc
     if current is None or code is None:
         why = f"{WATCHES} is not megatron-core 0.12's (no {WRITE_ITEM}, no {WRITER})"
-        return Judgement(NAME, NOT_APPLICABLE, why)
+        return Outcome(NAME, NOT_APPLICABLE, why)
     if not _requires_format(current):
-        return Judgement(NAME, NOT_APPLICABLE, f"this torch's {WRITE_ITEM} takes no required {FORMAT} (torch < 2.8)")
+        return Outcome(NAME, NOT_APPLICABLE, f"this torch's {WRITE_ITEM} takes no required {FORMAT} (torch < 2.8)")
     if str(getattr(writer, "__module__", "")).startswith("verl."):
-        return Judgement(NAME, NATIVE, f"verl's own patch replaced {WRITER}.write_preloaded_data for this torch")
-    if _names(code, FORMAT):
-        return Judgement(NAME, NOT_APPLICABLE, f"megatron-core passes {FORMAT} itself (0.13 and later)")
-    return Judgement(NAME, MISSING, f"{WRITER} never passes the {FORMAT} torch's {WRITE_ITEM} requires:")
+        return Outcome(NAME, NATIVE, f"verl's own patch replaced {WRITER}.write_preloaded_data for this torch")
+    if uses(code, FORMAT):
+        return Outcome(NAME, NOT_APPLICABLE, f"megatron-core passes {FORMAT} itself (0.13 and later)")
+    return Outcome(NAME, MISSING, f"{WRITER} never passes the {FORMAT} torch's {WRITE_ITEM} requires:")
 
 
 def _write_item_as_torch_saves(*args: Any, **kwargs: Any) -> Any:
-    """torch's ``_write_item`` (npu_shim.originals keeps it), given torch's default format where a caller gives none."""
+    """torch's ``_write_item`` (the patcher keeps it), given torch's default format where a caller gives none."""
     from torch.distributed.checkpoint.filesystem import SerializationFormat
 
     if len(args) < 6:  # (transforms, stream, data, write_item, storage_key): megatron 0.12.1's call
         kwargs.setdefault(FORMAT, SerializationFormat.TORCH_SAVE)
-    return originals.get_original(sys.modules[WATCHES], WRITE_ITEM)(*args, **kwargs)
+    return get_original(sys.modules[WATCHES], WRITE_ITEM)(*args, **kwargs)
 
 
 FIX = Fix(
     name=NAME,
     judge=judge,
-    edits=lambda module: [Patch(module, WRITE_ITEM, _write_item_as_torch_saves)],
+    edit=lambda module, writer: writer.bind(module, WRITE_ITEM, _write_item_as_torch_saves),
     applied=f"{WATCHES}.{WRITE_ITEM} now passes {FORMAT}=TORCH_SAVE, as megatron 0.13 does",
     watches=WATCHES,
 )

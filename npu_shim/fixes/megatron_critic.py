@@ -28,7 +28,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "megatron_critic"
@@ -72,4 +71,4 @@ VALUE_FORWARD = Rebinding(
     replacement=value_forward_step,
     applied="now passes data_format, not enable_mtp",
 )
-FIX = rebinding(VALUE_FORWARD)
+FIX = VALUE_FORWARD.as_fix()

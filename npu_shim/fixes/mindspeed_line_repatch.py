@@ -27,7 +27,6 @@ from __future__ import annotations
 from types import ModuleType
 
 from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch
-from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "mindspeed_line_repatch"
@@ -53,4 +52,4 @@ REPATCH = Rebinding(
     replacement=mindspeed_repatch,
     applied="now has #6674's semantics and sets use_flash_attn per MindSpeed line",
 )
-FIX = rebinding(REPATCH)
+FIX = REPATCH.as_fix()

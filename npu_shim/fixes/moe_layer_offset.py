@@ -21,7 +21,6 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "moe_layer_offset"
@@ -70,4 +69,4 @@ LAYER_COUNT = Rebinding(
     replacement=moe_num_layers_to_build,
     applied="now passes get_transformer_layer_offset only what this Megatron takes",
 )
-FIX = rebinding(LAYER_COUNT, watches=WATCHES)
+FIX = LAYER_COUNT.as_fix(WATCHES)

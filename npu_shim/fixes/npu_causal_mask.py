@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "npu_causal_mask"
@@ -43,4 +42,4 @@ MASK_BUILDER = Rebinding(
     replacement=build_npu_attn_mask,
     applied="now builds the mask as bool",
 )
-FIX = rebinding(MASK_BUILDER, watches=WATCHES)
+FIX = MASK_BUILDER.as_fix(WATCHES)

@@ -14,14 +14,12 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from npu_shim import mindspeed_line, originals
-from npu_shim.layout import MINDSPEED_IMPL
-from npu_shim.patching import Fix, Patch
-from npu_shim.recognition import Judgement
-from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NATIVE, NOT_APPLICABLE
+from npu_shim import mindspeed_line
+from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, Writer
 
 NAME = "shared_repatch"
 UPSTREAM_NAME = "_mindspeed_repatch"
+MINDSPEED_IMPL = "verl.workers.engine.mindspeed.transformer_impl"
 
 
 def mindspeed_repatch(engine_config: Any) -> None:
@@ -62,21 +60,18 @@ def _attn_backend(name: str) -> Any:
         ) from None
 
 
-def judge(engine_package: ModuleType) -> Judgement:
+def judge(engine_package: ModuleType) -> Outcome:
     """Not a fingerprint: it binds a name verl lacks, so it checks that verl's MindSpeed module has none."""
     module = sys.modules.get(MINDSPEED_IMPL)
     if module is None:
-        return Judgement(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
-    if originals.was_replaced(module, UPSTREAM_NAME):
-        return Judgement(NAME, ALREADY_APPLIED, f"{UPSTREAM_NAME} is npu_shim's, bound earlier in this process")
+        return Outcome(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import")
     if getattr(module, UPSTREAM_NAME, None) is not None:
-        return Judgement(NAME, NATIVE, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} exists (verl >= 0.8.0)")
-    return Judgement(NAME, MISSING, f"{MINDSPEED_IMPL} has no {UPSTREAM_NAME} (verl < 0.8.0):")
+        return Outcome(NAME, NATIVE, f"{MINDSPEED_IMPL}.{UPSTREAM_NAME} exists (verl >= 0.8.0)")
+    return Outcome(NAME, MISSING, f"{MINDSPEED_IMPL} has no {UPSTREAM_NAME} (verl < 0.8.0):")
 
 
-FIX = Fix(
-    name=NAME,
-    judge=judge,
-    edits=lambda engine_package: [Patch(sys.modules[MINDSPEED_IMPL], UPSTREAM_NAME, mindspeed_repatch)],
-    applied="bound npu_shim's",
-)
+def edit(engine_package: ModuleType, writer: Writer) -> None:
+    writer.bind(sys.modules[MINDSPEED_IMPL], UPSTREAM_NAME, mindspeed_repatch)
+
+
+FIX = Fix(name=NAME, judge=judge, edit=edit, applied="bound npu_shim's")

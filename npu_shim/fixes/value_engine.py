@@ -1,32 +1,74 @@
 """Backport of ``MindspeedEngineWithValueHead`` (verl #6135, released in 0.8.0).
 
-Mirrors: the class in ``verl/workers/engine/mindspeed/transformer_impl.py``,
-registered for ``(value_model, megatron, npu)``, and its exports from
-``verl.workers.engine``, ``.megatron`` and ``.mindspeed``.
-Missing when: verl's registry has nothing for ``(value_model, megatron, npu)``
-although it has ``MegatronEngineWithValueHead`` (0.6.x, 0.7.x, main before #6135);
-without it a Megatron critic on an NPU fails with
+Mirrors: the class in ``verl/workers/engine/mindspeed/transformer_impl.py``, registered for ``(value_model, megatron,
+npu)``, and its exports from ``verl.workers.engine``, ``.megatron`` and ``.mindspeed``.
+Missing when: verl's registry has nothing for ``(value_model, megatron, npu)`` although it has
+``MegatronEngineWithValueHead`` (0.6.x, 0.7.x, main before #6135); without it a Megatron critic on an NPU fails with
 ``AssertionError: Unknown device: npu for model_type: value_model and backend: megatron``.
-Does: defines the class as upstream does, in upstream's module (so it pickles by
-reference), registers it through verl's own ``EngineRegistry.register`` and adds
-the exports.
+Does: defines the class as upstream does, in upstream's module (so it pickles by reference), registers it through
+verl's own ``EngineRegistry.register`` and adds the exports.
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
-from npu_shim import originals
-from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.layout import MEGATRON_IMPL, read_layout
-from npu_shim.patching import Edit, Export, Fix, Patch, Register
-from npu_shim.recognition import Judgement
-from npu_shim.verdicts import ALREADY_APPLIED, MISSING, NATIVE, NOT_APPLICABLE
+from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, mindspeed_repatch
+from npu_shim.patcher import ENGINE_PACKAGE, MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, Writer
 
 NAME = "value_engine"
 CLASS_NAME = "MindspeedEngineWithValueHead"
 BASE_NAME = "MegatronEngineWithValueHead"
 KEY = {"model_type": "value_model", "backend": "megatron", "device": "npu"}
+MEGATRON_PACKAGE = "verl.workers.engine.megatron"
+MEGATRON_IMPL = "verl.workers.engine.megatron.transformer_impl"
+MINDSPEED_PACKAGE = "verl.workers.engine.mindspeed"
+
+
+@dataclass(frozen=True)
+class VerlLayout:
+    """What the imported verl's engines look like, read from ``sys.modules`` without importing anything: right after
+    ``verl.workers.engine`` has executed, an engine module that is missing failed in verl's own ``try/except``."""
+
+    registry: Any  # verl's EngineRegistry, or None before 0.6 (the old register(key) API)
+    megatron_impl: ModuleType | None
+    mindspeed_impl: ModuleType | None
+
+    def slots(self, model_type: str, backend: str) -> dict[Any, Any]:
+        """verl's registry's own dict of ``device: class`` for the pair (empty, and not verl's, where it has none)."""
+        return getattr(self.registry, "_engines", {}).get(model_type, {}).get(backend, {})
+
+    def registered(self, model_type: str, backend: str, device: str) -> Any:
+        """The class registered for the key, or None. 0.9 keys may be ``(device, vendor)`` tuples."""
+        for key, engine_class in self.slots(model_type, backend).items():
+            if key == device or (isinstance(key, tuple) and key[:1] == (device,)):
+                return engine_class
+        return None
+
+
+def has_keyed_registry(registry: Any) -> bool:
+    """True for verl >= 0.6: ``register(model_type=, backend=, device=)`` over a nested ``_engines`` dict."""
+    register = getattr(registry, "register", None)
+    if register is None or not isinstance(getattr(registry, "_engines", None), dict):
+        return False
+    try:
+        return {"model_type", "backend", "device"} <= inspect.signature(register).parameters.keys()
+    except (TypeError, ValueError):
+        return False
+
+
+def read_layout(engine_package: ModuleType) -> VerlLayout:
+    base = sys.modules.get(f"{ENGINE_PACKAGE}.base")
+    registry = getattr(base, "EngineRegistry", None) or getattr(engine_package, "EngineRegistry", None)
+    return VerlLayout(
+        registry=registry if has_keyed_registry(registry) else None,
+        megatron_impl=sys.modules.get(MEGATRON_IMPL),
+        mindspeed_impl=sys.modules.get(MINDSPEED_IMPL),
+    )
 
 
 def build_engine_class(value_head_engine: type, module_name: str) -> type:
@@ -36,53 +78,54 @@ def build_engine_class(value_head_engine: type, module_name: str) -> type:
         """verl's Megatron value-head (critic) engine on Ascend NPUs through MindSpeed (added by npu_shim)."""
 
         def _init_device_mesh(self) -> None:
-            # MindSpeed must see this engine's config (context parallel size in
-            # particular) before Megatron's parallel state is initialised.
+            # MindSpeed must see this engine's config (context parallel size in particular) before Megatron's
+            # parallel state is initialised.
             mindspeed_repatch(self.engine_config)
             super()._init_device_mesh()
 
-    # Upstream's name and place, so that pickle finds the class by reference in
-    # any interpreter where the shim is active (Ray ships engines' classes).
+    # Upstream's name and place, so that pickle finds the class by reference where the shim is active (Ray ships it).
     MindspeedEngineWithValueHead.__module__ = module_name
     MindspeedEngineWithValueHead.__qualname__ = CLASS_NAME
     MindspeedEngineWithValueHead._init_device_mesh.__qualname__ = f"{CLASS_NAME}._init_device_mesh"
     return MindspeedEngineWithValueHead
 
 
-def judge(engine_package: ModuleType) -> Judgement:  # noqa: PLR0911 - one verdict per case
+def judge(engine_package: ModuleType) -> Outcome:
     """Not a fingerprint: it reads verl's registry (nothing for the key, beside a ``MegatronEngineWithValueHead``)."""
     layout = read_layout(engine_package)
     if layout.registry is None:
-        return Judgement(NAME, NOT_APPLICABLE, "verl has no (model_type, backend, device) engine registry (verl < 0.6)")
-    if originals.was_replaced(layout.mindspeed_impl, CLASS_NAME):
-        return Judgement(NAME, ALREADY_APPLIED, f"{CLASS_NAME} was registered earlier in this process")
+        return Outcome(NAME, NOT_APPLICABLE, "verl has no (model_type, backend, device) engine registry (verl < 0.6)")
     registered = layout.registered(**KEY)
     if registered is not None:
-        return Judgement(NAME, NATIVE, f"verl registers {registered.__qualname__} for {_key()}")
+        return Outcome(NAME, NATIVE, f"verl registers {registered.__qualname__} for {_key()}")
     if layout.megatron_impl is None:
-        return Judgement(NAME, NOT_APPLICABLE, "verl's Megatron engine did not import")
+        return Outcome(NAME, NOT_APPLICABLE, "verl's Megatron engine did not import")
     if getattr(layout.megatron_impl, BASE_NAME, None) is None:
-        return Judgement(NAME, NOT_APPLICABLE, f"{MEGATRON_IMPL} has no {BASE_NAME}")
+        return Outcome(NAME, NOT_APPLICABLE, f"{MEGATRON_IMPL} has no {BASE_NAME}")
     if layout.mindspeed_impl is None:
         why = "verl's MindSpeed engine module did not import (is MindSpeed installed?)"
-        return Judgement(NAME, NOT_APPLICABLE, why)
-    return Judgement(NAME, MISSING, f"verl registers nothing for {_key()}:")
+        return Outcome(NAME, NOT_APPLICABLE, why)
+    return Outcome(NAME, MISSING, f"verl registers nothing for {_key()}:")
 
 
-def edits(engine_package: ModuleType) -> list[Edit]:
+def edit(engine_package: ModuleType, writer: Writer) -> None:
     """Upstream's class in upstream's module, registered, and the exports upstream has."""
     layout = read_layout(engine_package)
     value_head_engine = getattr(layout.megatron_impl, BASE_NAME)
     engine_class = build_engine_class(value_head_engine, layout.mindspeed_impl.__name__)
-    return [
-        Patch(layout.mindspeed_impl, CLASS_NAME, engine_class),
-        Register(layout, KEY, engine_class),
-        *(Export(package, CLASS_NAME, engine_class) for package in (engine_package, layout.mindspeed_package)),
-        *(Export(package, BASE_NAME, value_head_engine) for package in (engine_package, layout.megatron_package)),
-    ]
+    writer.bind(layout.mindspeed_impl, CLASS_NAME, engine_class)
+    layout.registry.register(**KEY)(engine_class)
+    slots = layout.slots(KEY["model_type"], KEY["backend"])
+    writer.on_revert(lambda: slots.pop(KEY["device"], None))
+    if layout.registered(**KEY) is not engine_class:
+        raise RuntimeError(f"verl's EngineRegistry.register did not record {CLASS_NAME}")
+    for package in (engine_package, sys.modules.get(MINDSPEED_PACKAGE)):
+        writer.export(package, CLASS_NAME, engine_class)
+    for package in (engine_package, sys.modules.get(MEGATRON_PACKAGE)):
+        writer.export(package, BASE_NAME, value_head_engine)
 
 
-FIX = Fix(name=NAME, judge=judge, edits=edits, applied=f"registered {CLASS_NAME}({BASE_NAME})")
+FIX = Fix(name=NAME, judge=judge, edit=edit, applied=f"registered {CLASS_NAME}({BASE_NAME})")
 
 
 def _key() -> str:

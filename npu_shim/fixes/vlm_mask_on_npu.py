@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from npu_shim.patching import rebinding
 from npu_shim.recognition import Rebinding
 
 NAME = "vlm_mask_on_npu"
@@ -45,4 +44,4 @@ MASK_BUILDER = Rebinding(
     applied="now returns the mask on an NPU too",
     bound_in=(WATCHES, UTIL),  # its caller's name for it, judged, then where it is defined
 )
-FIX = rebinding(MASK_BUILDER, watches=WATCHES)
+FIX = MASK_BUILDER.as_fix(WATCHES)

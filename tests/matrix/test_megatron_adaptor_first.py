@@ -82,8 +82,8 @@ def test_without_megatron_adaptor_installed_megatron_imports_exactly_as_before(t
     assert set(with_shim["modules"]) ^ set(without["modules"]) == {
         "sitecustomize",
         "npu_shim",
-        "npu_shim.names",
-        "npu_shim.first_import",
+        "npu_shim.settings",
+        "npu_shim.watcher",
     }
     assert with_shim["meta_path"] == ["sitecustomize", *without["meta_path"]]  # the bootstrap module: the watcher
 

@@ -18,7 +18,7 @@ from helpers import ROOT, clean_env, run_in_session
 
 DRIVER = Path(__file__).with_name("switches_driver_child.py")
 VERL = importlib.metadata.version("verl")
-VERSION = re.search(r'^VERSION = "(.+)"', (ROOT / "npu_shim" / "names.py").read_text(), re.M)[1]
+VERSION = re.search(r'^VERSION = "(.+)"', (ROOT / "npu_shim" / "settings.py").read_text(), re.M)[1]
 
 
 @pytest.fixture(scope="module")

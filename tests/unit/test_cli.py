@@ -43,7 +43,7 @@ def npu_shim_cli(*arguments: str, columns: int = 80) -> subprocess.CompletedProc
 
 def test_version_is_the_projects():
     # written once, in the package (pyproject.toml reads it there: test_distributions)
-    source = (ROOT / "npu_shim" / "names.py").read_text(encoding="utf-8")
+    source = (ROOT / "npu_shim" / "settings.py").read_text(encoding="utf-8")
     (version,) = re.findall(r'^VERSION = "(.+)"', source, re.M)
     result = npu_shim_cli("--version")
     assert (result.returncode, result.stdout) == (0, f"npu-shim {version}\n")

@@ -38,7 +38,7 @@ def _metadata(dist_info: Path) -> email.message.Message:
 
 def test_the_shims_distribution_declares_its_licence_and_the_packages_version(installed_shim):
     _, site = installed_shim
-    source = (ROOT / "npu_shim" / "names.py").read_text(encoding="utf-8")
+    source = (ROOT / "npu_shim" / "settings.py").read_text(encoding="utf-8")
     (version,) = re.findall(r'^VERSION = "(.+)"', source, re.M)
     (dist_info,) = site.glob("npu_shim-*.dist-info")
     metadata = _metadata(dist_info)

@@ -36,7 +36,7 @@ def test_a_foreign_sitecustomize_that_shadows_the_bootstrap_is_named(site, synth
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "sitecustomize.py").write_text("FOREIGN = True\n")
-    bootstrap = site / "npu_shim" / "bootstrap"
+    bootstrap = site / "npu_shim_bootstrap"
     report, status = run_doctor([foreign, bootstrap, site, synthetic("0.7.1")], tmp_path)
     route = report["routes"]["PYTHONPATH"]
     assert status == 1
@@ -48,7 +48,7 @@ def test_a_foreign_sitecustomize_that_shadows_the_bootstrap_is_named(site, synth
 
 
 def test_the_pythonpath_route(site, synthetic, tmp_path):
-    report, status = run_doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
+    report, status = run_doctor([site / "npu_shim_bootstrap", site, synthetic("0.7.1")], tmp_path)
     assert (status, report["status"]) == (0, "ok")
     assert report["routes"]["effective"] == "PYTHONPATH"
     assert report["shim"]["activated_via"] == "sitecustomize"
@@ -67,7 +67,7 @@ def test_verls_own_route(site, synthetic, tmp_path):
 def test_another_environments_bootstrap_is_explained(installed_shim, synthetic, tmp_path):
     """The checkout runs the doctor; PYTHONPATH holds the bootstrap of a venv this python is not."""
     _, site = installed_shim
-    report, status = run_doctor([site / "npu_shim" / "bootstrap", synthetic("0.7.1")], ROOT)
+    report, status = run_doctor([site / "npu_shim_bootstrap", synthetic("0.7.1")], ROOT)
     route = report["routes"]["PYTHONPATH"]
     assert status == 1
     assert route["works"] is False
@@ -146,7 +146,7 @@ def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, mon
 
 
 def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, tmp_path):
-    report, _ = run_doctor([site / "npu_shim" / "bootstrap", site, synthetic("0.7.1")], tmp_path)
+    report, _ = run_doctor([site / "npu_shim_bootstrap", site, synthetic("0.7.1")], tmp_path)
     verl_route = report["routes"]["VERL_USE_EXTERNAL_MODULES"]
     assert (verl_route["needed"], verl_route["reason"]) == (False, "not used (the shim comes by PYTHONPATH)")
 
@@ -230,10 +230,10 @@ def test_a_verl_whose_engine_package_fails_to_import_is_a_problem(site, syntheti
 
 # A module verl imports through VERL_USE_EXTERNAL_MODULES after npu_shim: one fix raises when the hook applies it.
 BREAK_A_FIX = """
-from npu_shim import patching
+from npu_shim import patcher
 def _broken(*args, **kwargs):
     raise RuntimeError("injected fault in value_engine")
-patching.Register.write = _broken  # value_engine's registration: the one fix that registers
+patcher.Writer.export = _broken  # value_engine's exports: the one fix that exports
 """
 
 

@@ -191,7 +191,7 @@ def test_the_doctor_says_whether_megatron_adaptor_comes_before_megatron(site, sy
     tree = write_files(synthetic("0.7.1"), {**MINDSPEED_NEEDING_ADAPTOR, **three_layers})
     init = tree / "verl" / "__init__.py"
     init.write_text("import megatron.core\n" + init.read_text())
-    entries = [site, tree] if route == "VERL_USE_EXTERNAL_MODULES" else [site / "npu_shim" / "bootstrap", site, tree]
+    entries = [site, tree] if route == "VERL_USE_EXTERNAL_MODULES" else [site / "npu_shim_bootstrap", site, tree]
     env = {"VERL_USE_EXTERNAL_MODULES": "npu_shim"} if route == "VERL_USE_EXTERNAL_MODULES" else {}
     if route.endswith("switched off"):
         env["NPU_SHIM_MEGATRON_ADAPTOR"] = "0"
@@ -309,7 +309,7 @@ def test_a_missing_wrapt_is_named_not_guessed(installed_shim, synthetic, tmp_pat
 
 def test_a_relative_pythonpath_entry_is_named_with_what_it_depends_on(site, synthetic, tmp_path):
     """`PYTHONPATH=.` from the bootstrap directory: processes started there get the shim, workers elsewhere not."""
-    bootstrap = site / "npu_shim" / "bootstrap"
+    bootstrap = site / "npu_shim_bootstrap"
     report, status = run_doctor([".", site, synthetic("0.7.1")], bootstrap)
     reason = report["routes"]["PYTHONPATH"]["reason"]
     assert status == 1
@@ -336,7 +336,7 @@ def test_the_doctor_suggests_one_bootstrap_however_it_is_started(site, synthetic
     reasons = []
     for command in (["-m", "npu_shim"], [str(script)]):
         reasons.append(doctor(env, ROOT, entry=command).report["routes"]["PYTHONPATH"]["reason"])
-    installed = site / "npu_shim" / "bootstrap"
+    installed = site / "npu_shim_bootstrap"
     assert reasons == [f"PYTHONPATH has no npu_shim bootstrap (export PYTHONPATH={installed}:$PYTHONPATH)"] * 2
 
 
@@ -354,7 +354,7 @@ def test_runtime_env_and_bootstrap_dir_answer_for_the_same_shim(site):
             check=True,
         ).stdout.strip()
 
-    installed = str(site / "npu_shim" / "bootstrap")
+    installed = str(site / "npu_shim_bootstrap")
     assert run("bootstrap-dir") == installed
     assert json.loads(run("runtime-env", "--json")) == {"env_vars": {"VERL_USE_EXTERNAL_MODULES": "npu_shim"}}
     pythonpath = json.loads(run("runtime-env", "--json", "--route", "PYTHONPATH"))["env_vars"]["PYTHONPATH"]

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from helpers import fixes_by_release
 
-from npu_shim.changes import ChangeSet
+from npu_shim.patcher import Writer
 from npu_shim.fingerprint import function_fingerprint
 from npu_shim.fixes import megatron_critic, mindspeed_line_repatch, moe_layer_offset, npu_causal_mask, vlm_mask_on_npu
-from npu_shim.patching import Fix
+from npu_shim.patcher import Fix
 from npu_shim.recognition import KnownFunction, known_code
-from npu_shim.verdicts import APPLIED, is_ours
+from npu_shim.patcher import APPLIED, is_ours
 
 COLUMNS = fixes_by_release()
 FIXES = [
@@ -81,7 +81,7 @@ def test_the_fix_on_a_releases_code_does_what_the_table_says(fix, column, tmp_pa
     monkeypatch.setitem(sys.modules, "verl", SimpleNamespace(__version__=release))
     monkeypatch.delitem(sys.modules, vlm_mask_on_npu.UTIL, raising=False)  # (vlm_mask_on_npu's second name for it)
     monkeypatch.setitem(sys.modules, module.__name__, module)  # where the fix reads it: imported, as at run time
-    changes = ChangeSet()
+    changes = Writer()
     try:
         outcome = fix.apply(module, changes)
         assert outcome.verdict == COLUMNS[column][fix.name], outcome.reason

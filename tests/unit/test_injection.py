@@ -235,7 +235,7 @@ RECOGNISE = """
 import json, sys
 from npu_shim.fingerprint import source_fingerprint
 from npu_shim.fixes.mindspeed_line_repatch import REPATCH
-from npu_shim.originals import get_original
+from npu_shim.patcher import get_original
 from npu_shim.recognition import known_code
 fingerprint = source_fingerprint(open({path!r}).read(), "_mindspeed_repatch")
 known_code()[REPATCH.source].update(dict.fromkeys({releases!r}, fingerprint))

@@ -56,14 +56,14 @@ def assert_nothing_added(python: Path | str, pythonpath: Path, tmp_path: Path) -
 @pytest.mark.parametrize("route", ["checkout", "installed bootstrap"])
 def test_pythons_older_than_3_10_start_silently_and_unchanged(installed_shim, tmp_path, version, route):
     _, site = installed_shim
-    pythonpath = ROOT if route == "checkout" else site / "npu_shim" / "bootstrap"
+    pythonpath = ROOT if route == "checkout" else site / "npu_shim_bootstrap"
     assert_nothing_added(pyenv_python(version), pythonpath, tmp_path)
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_another_environment_gets_nothing_from_an_installed_bootstrap(installed_shim, tmp_path, version):
     _, site = installed_shim
-    assert_nothing_added(pyenv_python(version), site / "npu_shim" / "bootstrap", tmp_path)
+    assert_nothing_added(pyenv_python(version), site / "npu_shim_bootstrap", tmp_path)
 
 
 @pytest.mark.parametrize("python", ["test runner's venv", "/usr/bin/python3"])
@@ -80,14 +80,14 @@ def test_a_python_of_the_same_minor_version_in_another_environment_gets_nothing(
     }
     if len(versions) != 1:
         lacking(f"{other} is not of the minor version of the shim's venv")
-    assert_nothing_added(other, site / "npu_shim" / "bootstrap", tmp_path)
+    assert_nothing_added(other, site / "npu_shim_bootstrap", tmp_path)
 
 
 @pytest.mark.parametrize("spelling", ["lib", "lib64"])
 def test_the_installed_bootstrap_activates_in_its_own_environment(installed_shim, tmp_path, spelling):
     python, site = installed_shim
     venv = python.parent.parent
-    bootstrap = venv / spelling / site.relative_to(venv / "lib") / "npu_shim" / "bootstrap"
+    bootstrap = venv / spelling / site.relative_to(venv / "lib") / "npu_shim_bootstrap"
     if not bootstrap.is_dir():
         pytest.skip(f"this venv has no {spelling}/ directory")
     path, via = state(python, bootstrap, tmp_path)
@@ -140,7 +140,7 @@ def test_another_environment_still_runs_its_own_later_sitecustomize(installed_sh
     code = "import sys, sitecustomize; print(getattr(sitecustomize, 'OWN', False), 'npu_shim' in sys.modules)"
     completed = subprocess.run(
         [str(pyenv_python("3.12.1")), "-c", code],
-        env=clean_env([site / "npu_shim" / "bootstrap", own]),
+        env=clean_env([site / "npu_shim_bootstrap", own]),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -206,7 +206,7 @@ def test_pythons_older_than_3_10_run_their_own_later_sitecustomize_exactly_as_wi
     installed_shim, tmp_path, version, route, kind
 ):
     _, site = installed_shim
-    shim = ROOT if route == "checkout" else site / "npu_shim" / "bootstrap"
+    shim = ROOT if route == "checkout" else site / "npu_shim_bootstrap"
     (tmp_path / "own").mkdir()
     (tmp_path / "own" / "sitecustomize.py").write_text(OWN_FILES[kind])
     python = pyenv_python(version)
@@ -224,7 +224,7 @@ def test_pythons_older_than_3_10_find_their_own_sitecustomize_past_entries_witho
 ):
     """Not only right after the shim's entry: later on PYTHONPATH, or in site-packages behind python27.zip & co."""
     _, site = installed_shim
-    shim = ROOT if route == "checkout" else site / "npu_shim" / "bootstrap"
+    shim = ROOT if route == "checkout" else site / "npu_shim_bootstrap"
     python = pyenv_python(version)
     empty, base = tmp_path / "empty", tmp_path / "userbase"
     empty.mkdir()
@@ -275,7 +275,7 @@ def install(tmp_path: Path, *options: str) -> tuple[list[str], Path, Path]:
 
 def start_each(interpreters: list[Path], site: Path, tmp_path: Path) -> None:
     """Each interpreter started with the installed bootstrap on PYTHONPATH, alone and before a later sitecustomize."""
-    bootstrap = site / "npu_shim" / "bootstrap"
+    bootstrap = site / "npu_shim_bootstrap"
     own = tmp_path / "own"
     own.mkdir()
     (own / "sitecustomize.py").write_text("OWN = True\n")
@@ -293,31 +293,31 @@ def start_each(interpreters: list[Path], site: Path, tmp_path: Path) -> None:
             assert (completed.returncode, completed.stderr) == (0, ""), interpreter
 
 
+def tree(site: Path, top: str) -> list[str]:
+    return sorted(str(path.relative_to(site)) for path in [site / top, *(site / top).rglob("*")] if path.exists())
+
+
 def test_pip_uninstall_leaves_nothing_importable_whatever_other_interpreters_ran(tmp_path):
-    """Each interpreter writes bytecode of the bootstrap it imports; pip removes only its own interpreter's."""
+    """Each interpreter writes bytecode of the bootstrap it imports, and pip removes only its own interpreter's: what
+    others wrote stays in npu_shim_bootstrap/, beside the package and not in it, so npu_shim/ goes whole (an npu_shim/
+    left behind would still import, as an empty namespace package)."""
     pip, python, site = install(tmp_path)
     start_each([python, *map(pyenv_python, OTHERS)], site, tmp_path)
     subprocess.run([*pip, "uninstall", "-q", "-y", "npu-shim"], check=True, capture_output=True, timeout=300)
-    # not a file, nor an empty directory (an empty npu_shim/ would still import, as a namespace package)
-    leftovers = sorted(str(path.relative_to(site)) for top in site.glob("npu_shim*") for path in [top, *top.rglob("*")])
-    assert leftovers == []
+    assert tree(site, "npu_shim") == []
+    assert all("__pycache__" in path or path.endswith(".pyc") for path in tree(site, "npu_shim_bootstrap")[1:])
     assert run_in(python, "import importlib.util; print(importlib.util.find_spec('npu_shim'))") == "None"
 
 
-def test_other_interpreters_leave_an_installed_bootstrap_as_they_found_it(tmp_path):
-    """Installed without bytecode, as uv installs: every file and directory there is one the installer made, which an
-    uninstaller removes. Other interpreters write bytecode of the bootstrap (Python 2 beside the source, 3.x in a
-    ``__pycache__`` they make): each takes it away again, the directory too, or an uninstaller that removes what it
-    installed (uv's) leaves ``npu_shim/`` behind, and ``import npu_shim`` finds an empty namespace package."""
-
-    def tree(site: Path) -> list[str]:
-        return sorted(str(path.relative_to(site)) for top in site.glob("npu_shim*") for path in [top, *top.rglob("*")])
-
+def test_other_interpreters_leave_an_installed_package_as_they_found_it(tmp_path):
+    """Installed without bytecode, as uv installs: no interpreter that starts with the bootstrap, whichever npu_shim
+    serves, writes into the package or deletes anything; their bytecode of the bootstrap is Python's own, beside it."""
     _, _, site = install(tmp_path, "--no-compile")
-    installed = tree(site)
-    assert not [path for path in installed if "__pycache__" in path or path.endswith(".pyc")]
+    installed, bootstrap = tree(site, "npu_shim"), tree(site, "npu_shim_bootstrap")
+    assert not [path for path in installed + bootstrap if "__pycache__" in path or path.endswith(".pyc")]
     start_each(list(map(pyenv_python, OTHERS)), site, tmp_path)
-    assert sorted(set(tree(site)) ^ set(installed)) == [], "made or removed by other interpreters"
+    assert tree(site, "npu_shim") == installed, "made or removed by other interpreters"
+    assert set(bootstrap) <= set(tree(site, "npu_shim_bootstrap")), "removed by other interpreters"
 
 
 def run_in(python: Path, code: str) -> str:
@@ -341,4 +341,4 @@ def test_an_offline_install_builds_with_the_environments_own_setuptools(tmp_path
         capture_output=True,
         timeout=300,
     )
-    assert (target / "npu_shim" / "bootstrap" / "sitecustomize.py").is_file()
+    assert (target / "npu_shim_bootstrap" / "sitecustomize.py").is_file()

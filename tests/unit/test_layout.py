@@ -1,13 +1,14 @@
-"""What npu_shim reads of verl's registry (npu_shim.layout), on registries of every shape verl has had."""
+"""What npu_shim reads of verl's registry (value_engine.VerlLayout), on every shape verl's has had; the names
+the start-up files share with the package."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
 
-from npu_shim.layout import VerlLayout
+from npu_shim.fixes.value_engine import VerlLayout
 
 
 class Engine:
@@ -16,7 +17,7 @@ class Engine:
 
 def layout_over(slots: dict) -> VerlLayout:
     registry = SimpleNamespace(_engines={"value_model": {"megatron": slots}})
-    return VerlLayout(engine_package=ModuleType("engine"), registry=registry, megatron_impl=None, mindspeed_impl=None)
+    return VerlLayout(registry=registry, megatron_impl=None, mindspeed_impl=None)
 
 
 @pytest.mark.parametrize("key", ["npu", ("npu", "ascend"), ("npu",)])
@@ -31,14 +32,18 @@ def test_another_device_is_not(key):
     assert layout_over({}).registered("critic", "megatron", "npu") is None
 
 
-def test_every_place_that_names_the_switches_names_the_same_ones():
-    """npu_shim's __init__ spells the switch names out, the start-up files the one they read (NPU_SHIM_DISABLE):
-    none of them may import npu_shim.switches."""
+def test_the_start_up_files_spell_what_they_share_with_the_package_as_it_does():
+    """The bootstrap (outside the package, in Python 2.7's syntax) cannot import npu_shim.settings: its copies of the
+    names must be the package's."""
     import re
 
-    from npu_shim import _SWITCHES, switches
-    from npu_shim.bootstrap import _npu_shim_chain
+    from npu_shim import settings
 
-    bootstrap = (Path(switches.__file__).parent / "bootstrap" / "sitecustomize.py").read_text(encoding="utf-8")
-    assert set(re.findall(r'"(NPU_SHIM_[A-Z_]+)"', bootstrap)) == {_npu_shim_chain.DISABLE} == {"NPU_SHIM_DISABLE"}
-    assert set(switches.SWITCHES) == _SWITCHES
+    folder = Path(settings.PACKAGE_DIR).parent / settings.BOOTSTRAP
+    site = (folder / "sitecustomize.py").read_text(encoding="utf-8")
+    chain = (folder / "_npu_shim_chain.py").read_text(encoding="utf-8")
+    assert set(re.findall(r'"(NPU_SHIM_[A-Z_]+)"', site + chain)) == {"NPU_SHIM_DISABLE"}
+    assert "NPU_SHIM_DISABLE" in settings.SWITCHES
+    assert settings.BOOTSTRAP_MARKER in site
+    assert f'MARKER = "{settings.BOOTSTRAP_MARKER}"' in chain
+    assert re.search(rf"^{settings.WAITING} = \(\"verl\", \"megatron\"\)$", site, re.M)

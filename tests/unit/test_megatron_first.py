@@ -37,7 +37,7 @@ sys.fake_import_order = getattr(sys, "fake_import_order", []) + ["megatron_adapt
 MEGATRON_FIRST = sorted(name for name in sys.modules if name.partition(".")[0] == "megatron")
 """
 # What of npu_shim a process loads where the watcher lets Megatron by: three modules of the standard library's imports.
-FIRST_IMPORT_ONLY = {"npu_shim", "npu_shim.names", "npu_shim.first_import"}
+FIRST_IMPORT_ONLY = {"npu_shim", "npu_shim.settings", "npu_shim.watcher"}
 
 
 @pytest.fixture
@@ -123,20 +123,20 @@ def test_a_process_where_mindspeed_imports_megatron_adaptor_is_unchanged(fakes):
     with_shim, without = run("import mindspeed", fakes), run("import mindspeed", fakes, shim=False)
     assert with_shim["order"] == without["order"] == ["megatron_adaptor", "megatron"]
     assert with_shim["megatron_first"] == without["megatron_first"] == []
-    # MA was there already: the watcher's first_import looks and lets Megatron by, nothing else of npu_shim loaded
+    # MA was there already: the watcher looks and lets Megatron by, nothing else of npu_shim loaded
     assert {name for name in with_shim["modules"] if name.startswith("npu_shim")} == FIRST_IMPORT_ONLY
 
 
 def test_without_megatron_adaptor_installed_a_process_imports_exactly_as_before(fakes):
     """Where MA is installed the shim imports it; where not, sys.modules and sys.meta_path are as without the shim
-    but for the shim's sitecustomize, its watcher, and the package with the watcher's first_import (which the watcher
-    imports at Megatron's first import rather than compile in every interpreter: docs/costs.md)."""
+    but for the shim's sitecustomize and the watcher it handed over to at Megatron's first look-up (imported then,
+    rather than compiled in every interpreter: docs/costs.md), with the package and its settings."""
     assert run("import megatron.core", fakes)["order"] == ["megatron_adaptor", "megatron"]
     with_shim = run("import megatron.core", fakes, adaptor=False)
     without = run("import megatron.core", fakes, shim=False, adaptor=False)
     assert set(with_shim["modules"]) - set(without["modules"]) == {"sitecustomize", *FIRST_IMPORT_ONLY}
     assert set(without["modules"]) <= set(with_shim["modules"])
-    assert with_shim["meta_path"] == ["sitecustomize", *without["meta_path"]]  # the bootstrap module: the watcher
+    assert with_shim["meta_path"] == ["npu_shim.watcher", *without["meta_path"]]  # in the bootstrap's place
     assert with_shim["order"] == without["order"] == ["megatron"]
 
 
@@ -171,7 +171,7 @@ def test_a_broken_megatron_adaptor_raises_in_strict_mode(fakes):
     completed = run_python("import megatron.core", env, cwd=fakes["cwd"], check=False)
     assert completed.returncode == 1
     assert completed.stderr.strip().splitlines()[-1] == "RuntimeError: synthetic: MegatronAdaptor is broken"
-    assert "megatron_first.py" in completed.stderr  # raised by npu_shim's import of it, not by Megatron's
+    assert "watcher.py" in completed.stderr  # raised by npu_shim's import of it, not by Megatron's
 
 
 LATE = f"import sys, megatron.core; sys.path.insert(0, {str(ROOT)!r}); import npu_shim; npu_shim.activate()"

@@ -17,7 +17,7 @@ from test_repatch_semantics import EngineConfig
 
 import npu_shim.mindspeed_line as mindspeed_line  # noqa: PLR0402 - `from npu_shim import` would activate the shim
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.layout import MINDSPEED_IMPL
+from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL
 
 KEY = "use_flash_attn_npu_batch_invariant"
 IGNORED = f"override_transformer_config.{KEY}=True: this MindSpeed has no batch-invariant flash attention"
@@ -51,7 +51,7 @@ class FakeMindSpeed:
 def process(monkeypatch):
     """A fresh process: no keys passed yet, no warning given yet."""
     monkeypatch.setattr(mindspeed_line, "_passed", set())
-    monkeypatch.setattr(sys.modules["npu_shim.switches"], "_warned", set())
+    monkeypatch.setattr(sys.modules["npu_shim.settings"], "_warned", set())
 
     def with_mindspeed(batch_invariant: bool) -> FakeMindSpeed:
         fake = FakeMindSpeed(batch_invariant)

@@ -15,12 +15,11 @@ import pytest
 from helpers import ROOT
 
 from npu_shim.catalogue import declared_functions
-from npu_shim.changes import ChangeSet
+from npu_shim.patcher import Writer
 from npu_shim.fingerprint import function_fingerprint, source_fingerprint
-from npu_shim.originals import get_original, was_replaced
-from npu_shim.patching import rebinding
+from npu_shim.patcher import get_original, was_replaced
 from npu_shim.recognition import DATA_FILE, KnownFunction, Rebinding, known_code
-from npu_shim.verdicts import MISSING, NATIVE, NOT_APPLICABLE
+from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE
 
 OLD = "def build(x):\n    return x + 1\n"
 NEW = "def build(x):\n    return x + 2\n"
@@ -42,7 +41,7 @@ BUILD = Rebinding(
     replacement=adds_one,
     applied="now adds 2",
 )
-BUILD_FIX = rebinding(BUILD)
+BUILD_FIX = BUILD.as_fix()
 
 
 def test_the_table_holds_every_release_each_fix_names():
@@ -119,15 +118,15 @@ def test_the_releases_code_without_the_change_is_missing_and_applied_once(verl_m
     module = verl_module(OLD)
     shipped = module.build
     judged = BUILD.judge(module)
-    assert (judged.verdict, judged.releases) == ("missing", "0.7.1")
+    assert (judged.verdict, judged.reason) == ("missing", f"{module.__name__}.build (verl 0.7.1's)")
     monkeypatch.setitem(sys.modules, "verl.some", module)  # where the fix reads it, as at run time
-    changes = ChangeSet()
-    outcome = BUILD_FIX.apply(None, changes)
+    changes = Writer()
+    outcome = BUILD_FIX.apply(module, changes)
     assert (outcome.verdict, outcome.reason) == ("applied", f"{module.__name__}.build (verl 0.7.1's) now adds 2")
     assert module.build is adds_one
     assert get_original(module, "build") is shipped, "verl's own, in the one registry"
-    assert BUILD.judge(module).verdict == "already applied"
-    assert BUILD_FIX.apply(None, changes).verdict == "already applied"
+    assert BUILD.judge(module).verdict == "missing", "the judgement reads verl's own code, through the registry"
+    assert BUILD_FIX.apply(module, changes).verdict == "already applied", "decided once, by the fix's apply"
     assert module.build is adds_one
     changes.revert()
     assert module.build is shipped
@@ -140,8 +139,8 @@ def test_a_reverted_rebinding_leaves_nothing_recorded(verl_module, monkeypatch):
     binds a name verl lacks) is npu_shim's own, not a replacement of verl's, and nothing of verl's is kept."""
     module = verl_module(OLD)
     monkeypatch.setitem(sys.modules, "verl.some", module)
-    changes = ChangeSet()
-    BUILD_FIX.apply(None, changes)
+    changes = Writer()
+    BUILD_FIX.apply(module, changes)
     changes.revert()
     module.build = adds_one
     assert not was_replaced(module, "build")
@@ -158,8 +157,8 @@ def test_a_function_bound_by_two_names_is_rebound_under_both(verl_module, monkey
     monkeypatch.setitem(sys.modules, "verl.caller", caller)
     shipped = defining.build
     both = dataclasses.replace(BUILD, bound_in=("verl.caller", "verl.some"))
-    changes = ChangeSet()
-    assert rebinding(both).apply(None, changes).reason == f"{caller.__name__}.build (verl 0.7.1's) now adds 2"
+    changes = Writer()
+    assert both.as_fix().apply(defining, changes).reason == f"{caller.__name__}.build (verl 0.7.1's) now adds 2"
     assert (caller.build, defining.build) == (adds_one, adds_one)
     changes.revert()
     assert (caller.build, defining.build) == (shipped, shipped)
@@ -169,11 +168,11 @@ def test_a_module_imported_afresh_is_judged_afresh(verl_module, monkeypatch):
     """verl's own function bound again over npu_shim's (a reload) is verl's: missing, not already applied."""
     module = verl_module(OLD)
     monkeypatch.setitem(sys.modules, "verl.some", module)
-    changes = ChangeSet()
-    BUILD_FIX.apply(None, changes)
+    changes = Writer()
+    BUILD_FIX.apply(module, changes)
     exec(compile(OLD, module.__file__, "exec"), vars(module))  # what importlib.reload does to the module
     assert BUILD.judge(module).verdict == "missing"
-    assert BUILD_FIX.apply(None, changes).verdict == "applied"
+    assert BUILD_FIX.apply(module, changes).verdict == "applied"
     assert module.build is adds_one
     changes.revert()
 

@@ -9,7 +9,7 @@ import pytest
 from synthetic_verl import SYNTHETIC_MEGATRON, _write
 
 from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.layout import MINDSPEED_IMPL
+from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL
 
 
 class EngineConfig(dict):

@@ -16,11 +16,11 @@ DISABLE_HINT = "Set NPU_SHIM_DISABLE=1 to turn the shim off"
 # judgement, or the edits it asks for), or the writer of one kind of edit.
 BREAK_STEP = """
 import dataclasses
-from npu_shim import catalogue, patching
+from npu_shim import catalogue, patcher
 def _broken(*args, **kwargs):
-    raise RuntimeError("injected fault in {fix}")
-if "{part}" == "Register.write":
-    patching.Register.write = _broken
+    raise {fault}("injected fault in {fix}")
+if "{part}" == "Writer.export":
+    patcher.Writer.export = _broken
 else:
     catalogue.FIXES = tuple(
         dataclasses.replace(fix, **{{"{part}": _broken}}) if fix.name == "{fix}" else fix for fix in catalogue.FIXES
@@ -28,9 +28,9 @@ else:
 """
 STEPS = {
     "shared_repatch": ("shared_repatch", "judge"),
-    "value_engine": ("value_engine", "edits"),
-    "value_engine_registration": ("value_engine", "Register.write"),  # after its class was bound in verl's module
-    "lm_engine_repatch": ("lm_engine_repatch", "edits"),  # after value_engine's edits
+    "value_engine": ("value_engine", "edit"),
+    "value_engine_exports": ("value_engine", "Writer.export"),  # after its class was bound and registered
+    "lm_engine_repatch": ("lm_engine_repatch", "edit"),  # after value_engine's edits
     "mindspeed_line_repatch": ("mindspeed_line_repatch", "judge"),  # after lm_engine_repatch's
 }
 
@@ -51,7 +51,7 @@ UNPATCHED = {"value_slots": ["cuda"], "exports": [], "all": [], "lm_own": ["__in
 @pytest.mark.parametrize("step", list(STEPS))
 def test_a_fault_at_any_step_leaves_verl_as_it_shipped_with_one_warning(synthetic, run_with, step):
     fix, part = STEPS[step]
-    code = "import npu_shim\n" + BREAK_STEP.format(fix=fix, part=part) + STATE
+    code = "import npu_shim\n" + BREAK_STEP.format(fix=fix, part=part, fault="RuntimeError") + STATE
     run = run_with(code, synthetic("0.7.1"), activation="import", report=False)
     assert run.report == UNPATCHED
     assert run.stderr.count("npu_shim failed while patching verl.workers.engine") == 1
@@ -61,12 +61,24 @@ def test_a_fault_at_any_step_leaves_verl_as_it_shipped_with_one_warning(syntheti
 
 
 def test_strict_mode_raises_the_fault(synthetic, run_with):
-    code = "import npu_shim\n" + BREAK_STEP.format(fix="value_engine", part="edits") + STATE
+    code = "import npu_shim\n" + BREAK_STEP.format(fix="value_engine", part="edit", fault="RuntimeError") + STATE
     run = run_with(
         code, synthetic("0.7.1"), activation="import", env={"NPU_SHIM_STRICT": "1"}, report=False, check=False
     )
     assert run.returncode == 1
     assert "RuntimeError: injected fault in value_engine" in run.stderr
+
+
+def test_a_fault_that_is_not_an_exception_reverts_and_goes_on_up(synthetic, run_with):
+    """A KeyboardInterrupt inside a fix (Ctrl-C while verl imports) is the user's: verl's edits so far are reverted,
+    nothing is reported as the shim's failure, and the interrupt reaches the code that imported verl."""
+    fault = BREAK_STEP.format(fix="value_engine", part="Writer.export", fault="KeyboardInterrupt")
+    interrupted = "try:\n    import verl.workers.engine\nexcept KeyboardInterrupt:\n    print('interrupted')\n"
+    run = run_with("import npu_shim\n" + fault + interrupted + STATE, synthetic("0.7.1"), activation="import",
+                   report=False)  # fmt: skip
+    assert run.stdout.splitlines()[0] == "interrupted"
+    assert run.report == UNPATCHED
+    assert "npu_shim failed" not in run.stderr
 
 
 @pytest.mark.parametrize(
@@ -92,7 +104,7 @@ def test_a_wrapt_it_cannot_import_is_reported_once_and_verl_imports(synthetic, r
 
 
 def test_disable_installs_nothing(synthetic, run_with):
-    code = "import json, sys\nfrom npu_shim.names import WAITING\n"
+    code = "import json, sys\nfrom npu_shim.settings import WAITING\n"
     code += "print(json.dumps([hasattr(f, WAITING) for f in sys.meta_path]))\n"
     run = run_with(code, synthetic("0.7.1"), env={"NPU_SHIM_DISABLE": "1"})
     finders = json.loads(run.stdout.strip().splitlines()[0])
@@ -177,13 +189,13 @@ def test_eight_threads_importing_verl_at_once_give_one_injection(synthetic, run_
 FIX_THAT_IMPORTS = """
 import importlib, json, sys, types
 from npu_shim import catalogue, hook
-from npu_shim.verdicts import APPLIED, Outcome
+from npu_shim.patcher import APPLIED, Outcome
 
 def fix(name, watches, imports=""):
     def apply(module, changes):
         if imports:  # the other module's hook runs inside this fix, in this thread
             importlib.import_module(imports)
-        changes.setattr(module, "fixed_by", name)
+        changes.bind(module, "fixed_by", name, ours=False)
         return Outcome(name, APPLIED, "by " + name)
     return types.SimpleNamespace(name=name, watches=watches, known=(), apply=apply)
 

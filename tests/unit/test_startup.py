@@ -41,9 +41,9 @@ print(json.dumps([{SHIM_VIA}, os.environ.get("PYTHONPATH"),
     "imports",
     [
         "from npu_shim.doctor import collect",
-        "import npu_shim.names",
+        "import npu_shim.settings",
         "from npu_shim.fixes.shared_repatch import mindspeed_repatch",
-        "import importlib; importlib.import_module('npu_shim.layout')",
+        "import importlib; importlib.import_module('npu_shim.settings')",
     ],
 )
 def test_importing_a_module_of_npu_shim_by_its_name_activates_nothing(tmp_path, imports):
@@ -56,9 +56,9 @@ def test_importing_a_module_of_npu_shim_by_its_name_activates_nothing(tmp_path, 
     ("imports", "via"),
     [
         ("import npu_shim", "import"),
-        ("from npu_shim import names", "import"),  # imports the package first: the route
-        ("import npu_shim.names\nimport npu_shim", None),  # the package was already loaded, inactive
-        ("import npu_shim.names\nimport npu_shim\nnpu_shim.activate()", "import"),
+        ("from npu_shim import settings", "import"),  # imports the package first: the route
+        ("import npu_shim.settings\nimport npu_shim", None),  # the package was already loaded, inactive
+        ("import npu_shim.settings\nimport npu_shim\nnpu_shim.activate()", "import"),
     ],
 )
 def test_importing_the_package_is_the_route(tmp_path, imports, via):
@@ -77,7 +77,7 @@ def test_import_puts_the_bootstrap_dir_first_on_pythonpath_once(tmp_path):
     env = clean_env(["/first", str(BOOTSTRAP_DIR), "/second", str(ROOT)])
     out = run_python(textwrap.dedent(code), env, cwd=tmp_path).stdout.strip()
     # From a checkout the directory to propagate is the checkout (its sitecustomize.py); the checkout's
-    # npu_shim/bootstrap would activate nothing there (npu_shim is not installed), so it goes.
+    # npu_shim_bootstrap would activate nothing there (npu_shim is not installed), so it goes.
     assert out.split(os.pathsep) == [str(ROOT), "/first", "/second"]
 
 
@@ -130,7 +130,7 @@ def test_installed_package_ships_a_bootstrap_dir(installed_shim, synthetic, tmp_
         text=True,
         check=True,
     ).stdout.strip()
-    assert out == str(site / "npu_shim" / "bootstrap")
+    assert out == str(site / "npu_shim_bootstrap")
     run = run_python(CHILD_RESOLVES, clean_env([out, site, synthetic("0.7.1")]), cwd=tmp_path)
     assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
 
@@ -147,7 +147,7 @@ def test_bootstrap_dir_names_the_installed_shim_from_any_directory(installed_shi
         text=True,
         check=True,
     ).stdout
-    assert out == f"{site / 'npu_shim' / 'bootstrap'}\n"
+    assert out == f"{site / 'npu_shim_bootstrap'}\n"
 
 
 def test_a_checkout_that_is_not_installed_propagates_the_checkout(synthetic, tmp_path):
@@ -156,7 +156,7 @@ def test_a_checkout_that_is_not_installed_propagates_the_checkout(synthetic, tmp
     assert out.strip() == str(ROOT)
     run = run_python(CHILD_RESOLVES, clean_env([out.strip(), synthetic("0.7.1")]), cwd=tmp_path)
     assert run.stdout.split() == ["MindspeedEngineWithValueHead", "sitecustomize"]
-    # Its npu_shim/bootstrap is an installed shim's entry point: without npu_shim on sys.path it does nothing.
+    # Its npu_shim_bootstrap is an installed shim's entry point: without npu_shim on sys.path it does nothing.
     assert run_python(ACTIVE, clean_env([BOOTSTRAP_DIR]), cwd=tmp_path).stdout.strip() == "None"
 
 

@@ -16,7 +16,7 @@ UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: m
 def changed_line(fixes: list[str]) -> str:
     from helpers import ROOT
 
-    (version,) = [line.split('"')[1] for line in (ROOT / "npu_shim" / "names.py").read_text().splitlines()
+    (version,) = [line.split('"')[1] for line in (ROOT / "npu_shim" / "settings.py").read_text().splitlines()
                   if line.startswith("VERSION = ")]  # fmt: skip
     return (
         f"npu_shim {version}: changed verl 0.7.1 in this process: {', '.join(fixes)} "
@@ -110,9 +110,9 @@ def test_an_unknown_fix_name_is_reported_once_with_the_names_and_ignored(synthet
     code = (  # the switch is read at each application: twice more here, as a later watched module would
         "import sys, verl.workers.engine\n"
         "from npu_shim.catalogue import apply_module\n"
-        "from npu_shim.changes import ChangeSet\n"
+        "from npu_shim.patcher import Writer\n"
         "for _ in range(2):\n"
-        "    apply_module(sys.modules['verl.workers.engine'], ChangeSet()).clear()\n"
+        "    apply_module(sys.modules['verl.workers.engine'], Writer()).clear()\n"
     )
     env = {"NPU_SHIM_DISABLED_FIXES": "value_engin,value_engine"}
     run = run_with(code, synthetic("0.7.1"), env=env)

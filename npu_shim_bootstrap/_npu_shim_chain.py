@@ -1,26 +1,10 @@
-"""What npu_shim's start-up rarely needs (2.7 syntax): every case but the common one, a sitecustomize it hides,
-bytecode it must not leave.
+"""What npu_shim's start-up rarely needs (2.7 syntax): every case but the common one, and a sitecustomize it hides.
 
-npu_shim's sitecustomize decides the common case itself, with as little code as will do (an interpreter that
-cannot cache bytecode compiles it at each start): npu_shim serves the interpreter, NPU_SHIM_DISABLE is not set (the
-other switches are read where they act), no later ``sitecustomize.py`` (one stat per later entry: listing an entry
-no import has read yet, site-packages say, cost more than all the other checks). Every other case comes here,
-where :func:`start` decides as it does, but with realpaths (a venv's lib64 is its lib): an interpreter npu_shim
-does not serve, one with NPU_SHIM_DISABLE set (to anything: npu_shim.activate reads it and reports a bad value),
-one with a hidden sitecustomize.
-
-Python's ``site`` imports the first ``sitecustomize`` on ``sys.path`` and stops, so npu_shim's
-would hide one later on the path (a container's own, say OpenTelemetry's launcher, or an old
-Python's in its site-packages). This runs it after npu_shim's, as ``site`` would have, an error
-in it reported the same way: in every interpreter, served by npu_shim or not.
-
-An interpreter npu_shim does not serve (another environment's or version's) also writes the
-bytecode of an installed shim's bootstrap, and ``pip uninstall npu-shim`` removes only its own
-interpreter's: a directory left behind would make ``import npu_shim`` succeed as an empty
-namespace package. This removes such bytecode.
-
-npu_shim's sitecustomize imports this (a checkout links it beside its sitecustomize.py), which takes itself out of
-sys.modules again.
+npu_shim's sitecustomize decides the common case itself (npu_shim serves this interpreter, NPU_SHIM_DISABLE is
+unset, no later ``sitecustomize.py``). Every other case comes here, decided the same way but with realpaths (a
+venv's lib64 is its lib). Python's ``site`` imports the first ``sitecustomize`` on ``sys.path`` and stops, so ours
+would hide a later one (a container's own, OpenTelemetry's launcher): this runs it after ours, as ``site`` would
+have, an error in it reported the same way. It takes itself out of sys.modules again.
 """
 
 import os
@@ -101,38 +85,11 @@ def run_next_sitecustomize():
             return
 
 
-def _forget_stray_bytecode(paths, package):
-    """Remove bytecode of an installed npu_shim this interpreter wrote, unless pip uninstall removes it.
-
-    pip removes the bytecode of its own interpreter (the one npu_shim is installed for), which has
-    compiled npu_shim/__init__ too, at install or when it ran. Python 2 writes ``.pyc`` beside the
-    source: pip removes that with it, ``uv pip uninstall`` does not (and then leaves npu_shim/ behind).
-    """
-    tag = getattr(getattr(sys, "implementation", None), "cache_tag", None)
-    if tag and os.path.exists(os.path.join(package, "__pycache__", "__init__.%s.pyc" % tag)):
-        return
-    for path in paths:
-        if path:
-            for remove, target in ((os.remove, path), (os.rmdir, os.path.dirname(path))):
-                try:
-                    remove(target)
-                except OSError:  # not written (read-only, PYTHONDONTWRITEBYTECODE), or not empty yet
-                    break
-
-
-def _bytecode(module):
-    """Where this interpreter wrote a module's bytecode (``module``: its globals): ``__cached__``, or on
-    Python 2 beside the source."""
-    if sys.version_info[0] >= 3:
-        return module.get("__cached__")
-    return os.path.splitext(module["__file__"])[0] + ".pyc"
-
-
 def start(bootstrap):
     """npu_shim's start-up where its sitecustomize (``bootstrap``: that module) did not decide it."""
     here = os.path.dirname(os.path.abspath(bootstrap.__file__))
     checkout = os.path.isdir(os.path.join(here, "npu_shim"))
-    site_dir = here if checkout else os.path.dirname(os.path.dirname(here))
+    site_dir = here if checkout else os.path.dirname(here)
     served = sys.version_info >= (3, 10) and (
         checkout or site_dir in sys.path or os.path.realpath(site_dir) in map(os.path.realpath, sys.path)
     )
@@ -141,8 +98,6 @@ def start(bootstrap):
             __import__("npu_shim").activate("sitecustomize")  # reads the switches, reports a bad value
         else:  # the bootstrap module is the watcher (a later sitecustomize takes its place in sys.modules)
             sys.meta_path.insert(0, bootstrap)
-    elif not checkout:  # an installed shim, not ours to serve
-        _forget_stray_bytecode([_bytecode(globals()), _bytecode(vars(bootstrap))], os.path.dirname(here))
     run_next_sitecustomize()
     # start-up's helper, not a module of the process; last, since Python 2 empties a module's globals when the
     # module goes

@@ -1,9 +1,19 @@
-"""The NPU_SHIM_* switches, and the rule that each kind of warning is logged once per process."""
+"""The names every part of npu_shim agrees on, the NPU_SHIM_* switches, and "warn once per process".
 
-from __future__ import annotations
+Standard library only, and nothing heavy: the package's ``__init__`` and the watcher read it before verl is imported.
+"""
 
 import os
-from collections.abc import Sequence
+
+VERSION = "0.2.0"  # the one place it is written: npu_shim.__version__, and pyproject.toml reads it here
+PACKAGE = "npu_shim"
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+BOOTSTRAP = "npu_shim_bootstrap"  # the folder beside the package holding our sitecustomize.py (outside the package)
+BOOTSTRAP_MARKER = "__npu_shim_bootstrap__"  # in our sitecustomize file's text: it is npu_shim's
+WAITING = "npu_shim_waiting"  # the watcher's global: the top-level names whose first import it still waits for
+VERL_MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl (>= 0.6.0) imports the modules it names at `import verl`
+VERL_PLUGINS = "verl.plugins"  # the entry-point group verl (>= 0.9.0) loads at `import verl`; ours is PACKAGE
+VERL_PLUGINS_POLICY = "VERL_USE_EXTERNAL_PLUGINS"  # verl's switch for that group: auto (default), none, or names
 
 SWITCHES = {
     "NPU_SHIM_DISABLE": False,  # 1: install nothing at all
@@ -11,28 +21,23 @@ SWITCHES = {
     "NPU_SHIM_PROPAGATE": True,  # 0: `import npu_shim` leaves os.environ["PYTHONPATH"] alone
     "NPU_SHIM_MEGATRON_ADAPTOR": True,  # 0: the first import of Megatron does not import MegatronAdaptor first
 }
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
-
-# Not booleans, read where they act (the hook):
 DISABLED_FIXES = "NPU_SHIM_DISABLED_FIXES"  # fix names, comma-separated: those fixes are not applied
 LOG_LEVEL = "NPU_SHIM_LOG_LEVEL"  # the npu_shim logger's level; INFO (the default) shows where verl was changed
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARN": 30, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
-
-_warned: set[str] = set()
+_warned = set()
 
 
 def switch(name: str) -> bool:
-    """The boolean value of one NPU_SHIM_* switch; a value we cannot read gets a warning and the default."""
+    """The boolean value of one switch of ``SWITCHES``; a value we cannot read gets a warning and the default."""
     default = SWITCHES[name]
     raw = os.environ.get(name)
     if raw is None:
         return default
     value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
     warn_once(
         f"bad-switch-{name}",
         "%s=%r is not a boolean (use 1/0, true/false, yes/no, on/off); using the default, %s",
@@ -43,17 +48,17 @@ def switch(name: str) -> bool:
     return default
 
 
-def read_all() -> dict[str, bool]:
-    """Every switch's value; each bad value is reported (once) now."""
+def read_all() -> "dict[str, bool]":
+    """Every boolean switch's value; each bad value is reported (once) now."""
     return {name: switch(name) for name in SWITCHES}
 
 
-def names_of_disabled_fixes() -> set[str]:
+def names_of_disabled_fixes() -> "set[str]":
     """The names ``NPU_SHIM_DISABLED_FIXES`` gives, fixes' or not (blanks and empty names dropped)."""
     return {name.strip() for name in os.environ.get(DISABLED_FIXES, "").split(",")} - {""}
 
 
-def disabled_fixes(known: Sequence[str]) -> frozenset[str]:
+def disabled_fixes(known: "list[str]") -> "frozenset[str]":
     """The fixes ``NPU_SHIM_DISABLED_FIXES`` turns off; a name that is no fix's is reported once, and ignored."""
     named = names_of_disabled_fixes()
     unknown = sorted(named.difference(known))
@@ -69,46 +74,26 @@ def disabled_fixes(known: Sequence[str]) -> frozenset[str]:
 
 
 def log_level() -> int:
-    """The level ``NPU_SHIM_LOG_LEVEL`` asks for (a name as verl's ``VERL_LOGGING_LEVEL`` takes, or a number); INFO
-    by default, and for a value we cannot read (reported once)."""
-    raw = os.environ.get(LOG_LEVEL)
-    if raw is None:
-        return _LEVELS["INFO"]
+    """The level ``NPU_SHIM_LOG_LEVEL`` asks for (a name, or a number); INFO by default and for a bad value."""
+    raw = os.environ.get(LOG_LEVEL, "INFO")
     value = raw.strip().upper()
     if value.isdigit():
         return int(value)
-    if value in _LEVELS:
-        return _LEVELS[value]
-    warn_once(
-        f"bad-switch-{LOG_LEVEL}",
-        "%s=%r is not a logging level (%s); using INFO",
-        LOG_LEVEL,
-        raw,
-        "DEBUG, INFO, WARNING, ERROR",
-    )
-    return _LEVELS["INFO"]
+    if value not in _LEVELS:
+        warn_once(
+            f"bad-switch-{LOG_LEVEL}",
+            "%s=%r is not a logging level (%s); using INFO",
+            LOG_LEVEL,
+            raw,
+            "DEBUG, INFO, WARNING, ERROR",
+        )
+    return _LEVELS.get(value, _LEVELS["INFO"])
 
 
 def warn_once(key: str, message: str, *args: object) -> None:
     """Log a warning on logger ``npu_shim`` once per process for each ``key``."""
     if key not in _warned:
         _warned.add(key)
-        import logging  # not at start-up: activate() reads the switches there
+        import logging  # not at start-up
 
         logging.getLogger("npu_shim").warning(message, *args)
-
-
-def hook_unavailable(error: Exception) -> bool:
-    """Report that npu_shim.hook could not be imported (e.g. no wrapt); True when NPU_SHIM_STRICT asks to raise."""
-    if switch("NPU_SHIM_STRICT"):
-        return True
-    warn_once(
-        "hook-import",
-        "npu_shim could not load its import hook (%s: %s); verl runs unpatched. %s",
-        type(error).__name__,
-        error,
-        "Install wrapt where verl runs (pip install wrapt), or set NPU_SHIM_DISABLE=1 to turn the shim off."
-        if getattr(error, "name", None) == "wrapt"  # not installed, as on a bare checkout route
-        else "Set NPU_SHIM_DISABLE=1 to turn the shim off.",
-    )
-    return False

@@ -1,0 +1,187 @@
+"""The watcher: what npu_shim starts at the first import of verl, and at the first import of Megatron.
+
+A finder first in ``sys.meta_path`` that waits for the top-level names in ``npu_shim_waiting``. verl's first import
+registers npu_shim's hook (npu_shim/hook.py). Megatron's imports MegatronAdaptor before it where that is installed:
+MindSpeed core_r0.17.0/core_r0.18.0 need it loaded before Megatron (verl #7838), and only a start-up shim can give
+that order in every process, whoever imports Megatron. The bootstrap's sitecustomize hands over to this module at
+the first of those look-ups; ``import npu_shim`` puts it in ``sys.meta_path`` itself. Standard library only: a
+process that imports Megatron without MegatronAdaptor installed loads this and ``npu_shim.settings``, nothing else.
+"""
+
+import os
+import sys
+from types import ModuleType
+
+from npu_shim.settings import PACKAGE, VERL_MODULES, WAITING, switch, warn_once
+
+# The import system's own classes: importlib (and warnings, which it imports) is not loaded in every process.
+_PathFinder = sys.modules["_frozen_importlib_external"].PathFinder
+_ModuleSpec = sys.modules["_frozen_importlib"].ModuleSpec
+
+VERL = "verl"
+MEGATRON = "megatron"
+ADAPTOR = "megatron_adaptor"  # MegatronAdaptor's top-level module
+ADAPTOR_SWITCH = "NPU_SHIM_MEGATRON_ADAPTOR"
+
+npu_shim_waiting = (VERL, MEGATRON)
+hook_import_error = None  # why npu_shim.hook did not import, for the doctor
+
+
+def take_over() -> None:
+    """Be the one watcher in ``sys.meta_path``: in the bootstrap's place (the import system may be iterating over
+    the list: same length, same order), or first."""
+    bootstraps = [finder for finder in sys.meta_path if hasattr(finder, WAITING) and finder is not this]
+    if this in sys.meta_path:
+        for finder in bootstraps:
+            sys.meta_path.remove(finder)
+    elif bootstraps:
+        sys.meta_path[sys.meta_path.index(bootstraps[0])] = this
+    else:
+        sys.meta_path.insert(0, this)
+
+
+def find_spec(name: str, path: object = None, target: object = None) -> "_ModuleSpec | None":
+    """The first look-up of a name we wait for starts what it starts, once; every other look-up passes by."""
+    top = name.partition(".")[0]
+    if top not in npu_shim_waiting:
+        return None
+    take_over()
+    stop_waiting(top)  # first: MegatronAdaptor imports Megatron itself, the hook's import of wrapt may import anything
+    if top == VERL:
+        if any(variable.startswith("NPU_SHIM_") for variable in os.environ):
+            from npu_shim.settings import read_all
+
+            read_all()  # each bad value reported here, once, not by every interpreter that starts
+        install_hook()
+    elif top == MEGATRON and ADAPTOR not in sys.modules and found(ADAPTOR):
+        return before_megatron(name)
+    return None
+
+
+def stop_waiting(top: str) -> None:
+    """No longer wait for ``top``: its first import came (or came before npu_shim was activated)."""
+    global npu_shim_waiting
+    npu_shim_waiting = tuple(name for name in npu_shim_waiting if name != top)
+
+
+def install_hook() -> None:
+    """Register the wrapt post-import hooks (npu_shim/hook.py); a failure warns once (raises if strict)."""
+    global hook_import_error
+    try:
+        from npu_shim.hook import register
+    except Exception as error:  # a broken install (no wrapt): verl must still import, unpatched
+        hook_import_error = f"{type(error).__name__}: {error}"
+        if switch("NPU_SHIM_STRICT"):
+            raise
+        no_wrapt = getattr(error, "name", None) == "wrapt"  # not installed, as on a bare checkout route
+        fix = "Install wrapt where verl runs (pip install wrapt), or set" if no_wrapt else "Set"
+        warn_once(
+            "hook-import",
+            "npu_shim could not load its import hook (%s); verl runs unpatched. %s "
+            "NPU_SHIM_DISABLE=1 to turn the shim off.",
+            hook_import_error,
+            fix,
+        )
+        return
+    register()
+
+
+def found(name: str) -> bool:
+    """Whether top-level ``name`` is found on sys.path; found, not imported (importing MindSpeed would patch)."""
+    return _PathFinder.find_spec(name) is not None
+
+
+def megatron_modules() -> "list[str]":
+    """The Megatron modules in ``sys.modules``, in the order they were first imported."""
+    return [name for name in sys.modules if name == MEGATRON or name.startswith(MEGATRON + ".")]
+
+
+def adaptor_wanted() -> bool:
+    """Whether npu_shim should import MegatronAdaptor before Megatron: on, installed, and not imported yet
+    (MindSpeed's ``__init__`` imports it, or a user did, or it is in progress: it imports Megatron)."""
+    return ADAPTOR not in sys.modules and switch(ADAPTOR_SWITCH) and found(ADAPTOR)
+
+
+def before_megatron(fullname: str) -> "_ModuleSpec | None":
+    """Import MegatronAdaptor before ``fullname`` (a Megatron module); a failure is reported once (strict: raised).
+
+    Returns None (Python goes on to the next finder), unless MegatronAdaptor imported ``fullname`` itself: that
+    module is then handed back as it is, or Python would run Megatron twice.
+    """
+    if not switch(ADAPTOR_SWITCH):
+        return None
+    try:
+        __import__(ADAPTOR)
+    except Exception as error:  # MegatronAdaptor's own: Megatron must still import, as it would have
+        if switch("NPU_SHIM_STRICT"):
+            raise
+        warn_once(
+            "megatron-adaptor-import",
+            "npu_shim imported MegatronAdaptor (module %s) before Megatron, and that "
+            "failed (%s: %s); Megatron imports without it. Set %s=0 to leave it to MindSpeed.",
+            ADAPTOR,
+            type(error).__name__,
+            error,
+            ADAPTOR_SWITCH,
+        )
+        return None
+    module = sys.modules.get(fullname)
+    if module is None:
+        return None
+    # Python takes the spec of a module that appeared in sys.modules during the search for it from that module, and
+    # loads it again: so the module carries ours until our loader gives it back its own.
+    spec = _ModuleSpec(fullname, _HandBack(module))
+    module.__spec__ = spec
+    return spec
+
+
+class _HandBack:
+    """The loader of a module imported while Python looked for it: gives that module back, unchanged."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module, self.spec = module, module.__spec__
+
+    def create_module(self, spec: object) -> ModuleType:
+        return self.module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self.spec  # the import system set it to ours
+
+
+def came_too_late() -> None:
+    """npu_shim activated after Megatron was imported: one warning, where it would have imported MA first."""
+    stop_waiting(MEGATRON)
+    if MEGATRON in sys.modules and adaptor_wanted():
+        warn_once(
+            "megatron-adaptor-late",
+            "MegatronAdaptor (module %s) came too late: %s was imported before "
+            "npu_shim was activated, and without MegatronAdaptor first, as MindSpeed requires. Put npu_shim's "
+            "bootstrap on PYTHONPATH (npu-shim runtime-env --route PYTHONPATH) to start it before anything "
+            "imports Megatron.",
+            ADAPTOR,
+            megatron_modules()[0],
+        )
+
+
+# Which route an `import npu_shim` that npu_shim's sitecustomize did not cause is.
+def names_npu_shim(modules: "str | None") -> bool:
+    """Whether a VERL_USE_EXTERNAL_MODULES value names this package as verl reads it: split on commas, not stripped."""
+    return PACKAGE in (modules or "").split(",")
+
+
+def route_of_this_import() -> "str | None":
+    """``VERL_USE_EXTERNAL_MODULES`` (verl importing the modules it names), None for an import of one of our modules
+    by its full name (reading a constant, running the doctor: the process stays as it was), else ``"import"``."""
+    if VERL in sys.modules and names_npu_shim(os.environ.get(VERL_MODULES)):
+        return VERL_MODULES
+    frame = sys._getframe(1)
+    while frame is not None:  # the import system's frames name the module being imported
+        if frame.f_code.co_name == "_find_and_load" and frame.f_code.co_filename.startswith("<frozen importlib"):
+            name = frame.f_locals.get("name")
+            if isinstance(name, str) and name.startswith(PACKAGE + "."):
+                return None
+        frame = frame.f_back
+    return "import"
+
+
+this = sys.modules[__name__]
