@@ -312,9 +312,8 @@ def test_bootstrap_dir_prints_only_the_directory_and_imports_nothing_heavy() -> 
     assert heavy <= {
         "npu_shim",
         "npu_shim.__main__",
-                "npu_shim.settings",
-        "npu_shim.propagation",
         "npu_shim.settings",
+        "npu_shim.propagation",
     }
 
 

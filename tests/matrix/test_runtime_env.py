@@ -48,8 +48,7 @@ def test_the_verl_override_parses_to_the_json_dict(modules):
     override = shlex.split(printed[-1])[0]
     assert parse_with_hydra(override) == as_json
     # A user's own modules kept: the dict the helper returns spelled as an override parses back to itself.
-    from npu_shim.propagation import verl_modules_runtime_env
-    from npu_shim.propagation import hydra_override
+    from npu_shim.propagation import hydra_override, verl_modules_runtime_env
 
     given = {"env_vars": {"VERL_USE_EXTERNAL_MODULES": modules}} if modules else None
     merged = verl_modules_runtime_env(given)

@@ -498,11 +498,10 @@ def skip_fixes(names: list[str]) -> None:
 
     import npu_shim  # noqa: F401  (first, by its own name: importing a module of ours alone activates nothing)
     from npu_shim import catalogue
-    from npu_shim.patcher import Outcome as Judgement
-    from npu_shim.patcher import NOT_APPLICABLE
+    from npu_shim.patcher import NOT_APPLICABLE, Outcome
 
     def standing_aside(name: str) -> Any:
-        return lambda module: Judgement(name, NOT_APPLICABLE, "skipped by --skip-fix")
+        return lambda module: Outcome(name, NOT_APPLICABLE, "skipped by --skip-fix")
 
     unknown = set(names) - set(catalogue.fix_names())
     if unknown:

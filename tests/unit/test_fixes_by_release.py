@@ -18,12 +18,10 @@ from typing import Any
 import pytest
 from helpers import fixes_by_release
 
-from npu_shim.patcher import Writer
 from npu_shim.fingerprint import function_fingerprint
 from npu_shim.fixes import megatron_critic, mindspeed_line_repatch, moe_layer_offset, npu_causal_mask, vlm_mask_on_npu
-from npu_shim.patcher import Fix
+from npu_shim.patcher import APPLIED, Fix, Writer, is_ours
 from npu_shim.recognition import KnownFunction, known_code
-from npu_shim.patcher import APPLIED, is_ours
 
 COLUMNS = fixes_by_release()
 FIXES = [

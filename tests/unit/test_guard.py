@@ -57,7 +57,8 @@ def test_a_suite_that_changes_nothing_passes(tmp_path):
     directory = tmp_path / "suite"
     directory.mkdir()
     (directory / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    importing_a_module = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport npu_shim.settings\n"  # activates nothing
+    # importing a module of ours by its full name activates nothing
+    importing_a_module = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport npu_shim.settings\n"
     (directory / "test_careful.py").write_text(importing_a_module + "\n\ndef test_reads_a_constant():\n    pass\n")
     completed = pytest_on(directory)
     assert (completed.returncode, completed.stderr) == (0, ""), completed.stdout

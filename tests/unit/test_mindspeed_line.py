@@ -16,8 +16,7 @@ import pytest
 from test_repatch_semantics import EngineConfig
 
 import npu_shim.mindspeed_line as mindspeed_line  # noqa: PLR0402 - `from npu_shim import` would activate the shim
-from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL
+from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, mindspeed_repatch
 
 KEY = "use_flash_attn_npu_batch_invariant"
 IGNORED = f"override_transformer_config.{KEY}=True: this MindSpeed has no batch-invariant flash attention"

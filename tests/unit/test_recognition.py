@@ -15,11 +15,9 @@ import pytest
 from helpers import ROOT
 
 from npu_shim.catalogue import declared_functions
-from npu_shim.patcher import Writer
 from npu_shim.fingerprint import function_fingerprint, source_fingerprint
-from npu_shim.patcher import get_original, was_replaced
+from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE, Writer, get_original, was_replaced
 from npu_shim.recognition import DATA_FILE, KnownFunction, Rebinding, known_code
-from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE
 
 OLD = "def build(x):\n    return x + 1\n"
 NEW = "def build(x):\n    return x + 2\n"

@@ -8,8 +8,7 @@ from types import SimpleNamespace
 import pytest
 from synthetic_verl import SYNTHETIC_MEGATRON, _write
 
-from npu_shim.fixes.shared_repatch import mindspeed_repatch
-from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL
+from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, mindspeed_repatch
 
 
 class EngineConfig(dict):
