@@ -191,6 +191,7 @@ def make_startup_variants(tmp: Path, bytecode: bool) -> list[Variant]:
         shutil.copy2(CHECKOUT / link, checkout)  # the file its symlink names
     shutil.copytree(PACKAGE, checkout / "npu_shim", ignore=no_bytecode)
     shutil.copytree(PACKAGE, link_dir / "npu_shim", ignore=no_bytecode)
+    shutil.copytree(CHECKOUT / "npu_shim_bootstrap", link_dir / "npu_shim_bootstrap", ignore=no_bytecode)
     unloaded = {"heavy": [], "npu_shim": False, "via": None}
     variants = [
         Variant("bare", "no PYTHONPATH", [], expect=unloaded),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+from types import CodeType
 from typing import Any
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -106,3 +107,15 @@ def function_fingerprint(function: Any) -> str | None:
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return None
     return node_fingerprint(node)
+
+
+def uses(code: Any, name: str) -> bool:
+    """Whether ``code`` (or code nested in it) uses ``name``: as a global, an attribute, a variable or a constant."""
+    if not isinstance(code, CodeType):
+        return False
+    if name in code.co_names or name in code.co_varnames:
+        return True
+    return any(
+        uses(constant, name) or constant == name or (isinstance(constant, tuple) and name in constant)
+        for constant in code.co_consts
+    )

@@ -19,9 +19,10 @@ from __future__ import annotations
 import copyreg
 import dataclasses
 import sys
-from types import CodeType, ModuleType
+from types import ModuleType
 from typing import Any
 
+from npu_shim.fingerprint import uses
 from npu_shim.patcher import MISSING, NOT_APPLICABLE, Fix, Outcome, get_original
 
 NAME = "megatron_checkpoint_metadata"
@@ -29,18 +30,6 @@ WATCHES = "megatron.core.dist_checkpointing.strategies.torch"  # the planner and
 WRITER_MODULE = "megatron.core.dist_checkpointing.strategies.filesystem_async"
 WRITER = "FileSystemWriterAsync"
 EXTRA = "mcore_data"
-
-
-def uses(code: Any, name: str) -> bool:
-    """Whether ``code`` (or code nested in it) uses ``name``: as a global, an attribute, a variable or a constant."""
-    if not isinstance(code, CodeType):
-        return False
-    if name in code.co_names or name in code.co_varnames:
-        return True
-    return any(
-        uses(constant, name) or constant == name or (isinstance(constant, tuple) and name in constant)
-        for constant in code.co_consts
-    )
 
 
 def _code(function: Any) -> Any:

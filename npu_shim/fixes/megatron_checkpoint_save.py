@@ -22,7 +22,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from npu_shim.fixes.megatron_checkpoint_metadata import uses
+from npu_shim.fingerprint import uses
 from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, get_original
 
 NAME = "megatron_checkpoint_save"
