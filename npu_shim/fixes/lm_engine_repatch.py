@@ -1,17 +1,12 @@
 """Backport of the LM-head engine's repatch placement (verl #5697, then #6135's shared function).
 
-Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` in verl >= 0.8.0, which
-runs ``_mindspeed_repatch(self.engine_config)`` and then Megatron's own
+Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` of verl >= 0.8.0: ``_mindspeed_repatch(self.engine_config)``,
+then Megatron's own ``_init_device_mesh``.
+Missing when: the class repatches at the end of ``__init__`` instead (0.6.x, 0.7.x; recognised by fingerprint):
+after Megatron's parallel state exists, too late for MindSpeed's context-parallel wrapper (at CP >= 2 the actor's
+first forward fails); 0.7.1 also writes ``use_flash_attn`` into the user's ``override_transformer_config``.
+Does: drops that ``__init__`` (Megatron's is inherited, as upstream's effectively is) and adds upstream's
 ``_init_device_mesh``.
-Missing when: ``MindspeedEngineWithLMHead`` defines no ``_init_device_mesh`` and
-repatches at the end of ``__init__`` instead (0.6.x, 0.7.x): after Megatron's
-parallel state exists, too late for MindSpeed's context-parallel wrapper; 0.7.1
-also writes ``use_flash_attn`` into the user's ``override_transformer_config``.
-Does: drops that ``__init__`` (the class then inherits Megatron's, as upstream's
-effectively does) and adds upstream's ``_init_device_mesh``. It acts only on an
-``__init__`` whose code is exactly a known release's (its syntax tree:
-:mod:`npu_shim.recognition`), so a verl that changed it, even one constant, is left alone,
-with a warning.
 """
 
 from __future__ import annotations

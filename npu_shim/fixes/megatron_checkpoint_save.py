@@ -1,18 +1,13 @@
-"""Carry of verl #6322, for every torch from 2.8: megatron-core 0.12.1's distributed checkpoint save.
+"""Carry of verl #6322 to every torch from 2.8: megatron-core 0.12's distributed checkpoint save.
 
-Mirrors: ``apply_patch_megatron_v012_with_torch_v28`` (verl 0.7.1; ``..._v28_v29`` after #6322,
-0.8.0 on) in ``verl/models/mcore/patch.py``, which ``import verl.models.mcore`` runs: torch 2.8 made
-``serialization_format`` a required argument of ``torch.distributed.checkpoint.filesystem._write_item``,
-and megatron-core 0.12.1 (the Megatron of MindSpeed ``2.3.0_core_r0.12.1``, verl's v0.7.1 and generic
-Ascend images) calls it without. verl's patch takes effect on torch 2.8.0 only (0.7.1) or on 2.8.0
-and 2.9.0 (#6322, 0.8.0 and later): on any later torch every checkpoint save fails with
-``_write_item() missing 1 required positional argument: 'serialization_format'``.
-Missing when: megatron's ``filesystem_async`` module calls torch's own ``_write_item``, that one
-requires ``serialization_format``, and ``FileSystemWriterAsync.write_preloaded_data`` is still
-megatron's and never names it (0.12.x; from 0.13 megatron passes it itself).
-Does: rebinds ``_write_item`` in that module to :func:`_write_item_as_torch_saves`, which passes
-``SerializationFormat.TORCH_SAVE`` (torch's own default format, and what megatron 0.13 passes)
-when the caller gives none. It is the one name megatron 0.12.1's writers call it by.
+Mirrors: ``apply_patch_megatron_v012_with_torch_v28(_v29)`` in ``verl/models/mcore/patch.py``, which acts on torch
+2.8.0 (0.7.1) or 2.8.0/2.9.0 (0.8.0 on) only; torch 2.8 made ``serialization_format`` a required argument of
+``torch.distributed.checkpoint.filesystem._write_item``, which megatron-core 0.12 calls without it.
+Missing when: megatron's ``filesystem_async`` calls torch's ``_write_item``, which requires the argument, and
+``FileSystemWriterAsync.write_preloaded_data`` is megatron's and never names it (0.12.x; 0.13 passes it). Without it
+every checkpoint save fails: ``_write_item() missing 1 required positional argument: 'serialization_format'``.
+Does: rebinds ``_write_item`` there to one passing ``SerializationFormat.TORCH_SAVE`` (torch's default, what megatron
+0.13 passes) where the caller gives none.
 """
 
 from __future__ import annotations

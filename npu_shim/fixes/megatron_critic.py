@@ -1,26 +1,12 @@
 """Backport of verl #5870 ("[megatron] fix: support critic model", in 0.8.0): the critic's forward keyword.
 
-Mirrors: ``MegatronEngineWithValueHead.forward_step`` as #5870 left it: the model's forward is asked
-for ``data_format="thd"`` (``use_remove_padding``) or ``"bshd"``, as the LM engine's is.
-Missing when: ``forward_step`` is exactly verl 0.7.1's (:mod:`npu_shim.recognition`; PyPI, and the
-``release/v0.7.1`` branch that verl's v0.7.1 Ascend image installs: the same code). It passes ``enable_mtp=`` to
-``gptmodel_forward_no_padding``, which takes ``mtp_enable_train=``: every value forward dies with
-``TypeError: gptmodel_forward_no_padding() got an unexpected keyword argument 'enable_mtp'``, on any
-device, so the critic the value engine fix builds cannot compute a value. 0.6.x and 0.7.0 pass
-neither keyword (not applicable); 0.8.0 and later have #5870 (native).
-Does: sets :func:`value_forward_step` on ``MegatronEngineWithValueHead`` (so on every engine derived
-from it, npu_shim's ``MindspeedEngineWithValueHead`` included). MTP is a language-model head: a value
-model never trains one.
-
-Not carried from #5870, and why (docs/fixes.md, "Not carried, and why"):
-- ``tie_word_embeddings = False`` for value models before the model is built. With mbridge 0.15.1
-  (PyPI's newest) a critic from a tied checkpoint fails in ``initialize()`` with the same
-  ``ValueError: Weights set() not found in safetensors files`` on 0.7.1 with the shim and on 0.8.0,
-  which has the change: mbridge fixes its weight mapping when the bridge is made, before the engine
-  unties (mbridge PR 115, not released on PyPI). Untying alone changes nothing a test here shows;
-  it matters at pipeline parallelism > 1.
-- The bshd change for PP > 1 is in ``postprocess_bshd_engine``, which 0.7.1 does not have.
-- The critic config's move to ``HFModelConfig`` is the trainer's, which 0.7.1's legacy critic avoids.
+Mirrors: ``MegatronEngineWithValueHead.forward_step`` after #5870: the model's forward is asked for
+``data_format="thd"`` (``use_remove_padding``) or ``"bshd"``, as the LM engine's is.
+Missing when: ``forward_step`` is exactly verl 0.7.1's (PyPI and ``release/v0.7.1``: the same code), which passes
+``enable_mtp=`` to ``gptmodel_forward_no_padding``: every value forward dies with ``TypeError: ... got an unexpected
+keyword argument 'enable_mtp'``, on any device. 0.6.x/0.7.0 pass neither keyword; 0.8.0 on have #5870.
+Does: sets :func:`value_forward_step` on ``MegatronEngineWithValueHead`` (so on every engine derived from it). What
+#5870 also changed and this does not carry, and why: docs/fixes.md, "Not carried, and why".
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
-"""verl's ``_mindspeed_repatch`` of 0.8.0 to 0.9.1, made the shim's: #6674 carried to 0.8.0, and per MindSpeed line.
+"""verl's ``_mindspeed_repatch`` of 0.8.0 to 0.9.1 made the shim's: #6674 carried to 0.8.0, and per MindSpeed line.
 
-Mirrors: ``_mindspeed_repatch`` as of verl 0.9.0 (#6674), which maps a string ``attention_backend``
-to Megatron's ``AttnBackend`` and turns fusion attention (``use_flash_attn``) off when
-``use_flash_attn_npu_batch_invariant`` is on; plus one mend upstream lacks (verl 0.9.1 still gets it
-wrong): only MindSpeed ``core_r0.16.0`` has batch-invariant flash attention, so on the
-``2.3.0_core_r0.12.1``/``f2b0977e`` line of verl's generic Ascend images, and on ``core_r0.18.0``,
-0.9.x's engine then runs Megatron's unfused attention, with no word said. And MindSpeed keeps its
-arguments for the whole process: when colocated roles are built one after the other, an engine
-without the key after one with it dies on ``core_r0.16.0`` with ``RuntimeError: the patch of forward
-exist !``.
-Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's, 0.9.0's or 0.9.1's (its syntax tree:
-:mod:`npu_shim.recognition`) and verl bound MindSpeed's ``repatch`` for it to call. 0.8.0's always
-sets ``use_flash_attn``, so on ``core_r0.16.0`` a batch-invariant run registers two replacements of
-``DotProductAttention.forward`` and MindSpeed raises that error while either engine is being built.
-Does: rebinds ``_mindspeed_repatch`` to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`,
-upstream's function plus :func:`npu_shim.mindspeed_line.fit`: fusion attention is turned off for the
-batch-invariant key only where MindSpeed has that feature (elsewhere it stays on, and one warning
-names the key), and also when an earlier engine in the process left the feature on (one warning
-says every engine in the process now runs it). Both engines look that global name up in their
-``_init_device_mesh`` at call time, so nothing else is touched. verl 0.6/0.7 get the same function
-from ``shared_repatch``.
+Mirrors: ``_mindspeed_repatch`` of verl 0.9.0 (#6674): a string ``attention_backend`` mapped to ``AttnBackend``, and
+fusion attention off under ``use_flash_attn_npu_batch_invariant``; plus a mend upstream lacks (0.9.1 too): only
+MindSpeed ``core_r0.16.0`` has batch-invariant attention, so elsewhere 0.9.x silently runs Megatron's unfused
+attention, and colocated engines built one after another meet what an earlier one left on (on ``core_r0.16.0``:
+``RuntimeError: the patch of forward exist !``; 0.8.0 hits it on any batch-invariant run).
+Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's, 0.9.0's or 0.9.1's and verl bound MindSpeed's
+``repatch`` for it to call.
+Does: rebinds it to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch` (upstream's function plus
+:func:`npu_shim.mindspeed_line.fit`); both engines look the name up at call time.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Backport of verl #5580 ("Support compatibility enhancements of vp_stage", in 0.8.0) to verl 0.7.1.
 
-Mirrors: ``verl.utils.megatron.router_replay_utils.get_moe_num_layers_to_build`` as #5580 left it
-(also on the ``release/v0.7.1`` branch, as #5729): Megatron's ``get_transformer_layer_offset`` is
-given ``vp_stage`` and ``pp_rank`` only where it takes them.
-Missing when: that function is exactly PyPI verl 0.7.1's (:mod:`npu_shim.recognition`), which always
-passes both, and megatron-core's ``get_transformer_layer_offset`` takes neither (megatron-core 0.12.1,
-the Megatron of MindSpeed ``2.3.0_core_r0.12.1`` and of verl's own v0.7.1 Ascend image). verl 0.7.1's
-Megatron engine asks the router-replay helper on every micro-batch, MoE model or not, so there every
-forward of every Megatron engine, actor and critic, dies with ``TypeError:
-get_transformer_layer_offset() got an unexpected keyword argument 'vp_stage'``. With megatron-core
-0.13 and later nothing fails (not applicable).
-Does: rebinds ``get_moe_num_layers_to_build`` in that module to :func:`moe_num_layers_to_build`; its
-callers, in the same module, look the name up at call time.
+Mirrors: ``verl.utils.megatron.router_replay_utils.get_moe_num_layers_to_build`` after #5580: Megatron's
+``get_transformer_layer_offset`` is given ``vp_stage`` and ``pp_rank`` only where it takes them.
+Missing when: the function is exactly PyPI 0.7.1's, which always passes both, and megatron-core's offset function
+takes neither (0.12.1, verl's v0.7.1 Ascend image's): every forward of every Megatron engine, MoE or not, dies with
+``TypeError: get_transformer_layer_offset() got an unexpected keyword argument 'vp_stage'``.
+Does: rebinds the function in that module, whose callers look the name up at call time.
 """
 
 from __future__ import annotations

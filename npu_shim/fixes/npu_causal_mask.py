@@ -1,13 +1,9 @@
 """Backport of verl #7055 to verl 0.8.0: the NPU attention mask built as bool, without float32 S x S tensors.
 
-Mirrors: ``verl.models.mcore.util._build_npu_attn_mask`` as of verl 0.9.0, which builds the
-causal part of the ``[B, 1, S, S]`` mask for ``torch_npu.npu_fusion_attention`` as bool.
-Missing when: that function is exactly 0.8.0's (its syntax tree: :mod:`npu_shim.recognition`).
-0.8.0 builds the causal part as float32 and then casts it: two S x S float32 tensors alive at
-once, 8 * S^2 bytes on the device for a mask of S^2 bools (8 GiB at 32k tokens), on the padded
-path (BSHD, ``use_remove_padding=False``) that verl takes on an NPU. Same mask either way.
-Does: rebinds ``_build_npu_attn_mask`` in that module to :func:`build_npu_attn_mask`. Its one
-caller, ``preprocess_bshd_engine`` in the same module, looks the name up at call time.
+Mirrors: ``verl.models.mcore.util._build_npu_attn_mask`` of verl 0.9.0.
+Missing when: the function is exactly 0.8.0's, which builds the causal part as float32 and casts it: two S x S float32
+tensors at once on the padded path verl takes on an NPU (8 GiB at 32k tokens) for a mask of S^2 bools.
+Does: rebinds it to :func:`build_npu_attn_mask` (its one caller looks the name up at call time). Same mask.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Backport of ``_mindspeed_repatch`` (verl #6135, with #6674's semantics as in verl 0.9.x).
 
-Mirrors: ``verl/workers/engine/mindspeed/transformer_impl.py::_mindspeed_repatch``, with one
-mend upstream lacks (:mod:`npu_shim.mindspeed_line`): ``use_flash_attn`` is set for the
-MindSpeed line in the process and for what earlier engines in it left on.
+Mirrors: ``verl/workers/engine/mindspeed/transformer_impl.py::_mindspeed_repatch``, with one mend upstream lacks
+(:mod:`npu_shim.mindspeed_line`): ``use_flash_attn`` set for the MindSpeed line in the process and what earlier
+engines in it left on.
 Missing when: verl's MindSpeed engine module has no ``_mindspeed_repatch`` (verl < 0.8.0).
-Does: binds :func:`mindspeed_repatch` there under upstream's name, for the engines
-npu_shim adds and for anyone who calls it as upstream code does.
+Does: binds :func:`mindspeed_repatch` there under upstream's name, for the engines npu_shim adds and anyone calling it.
 """
 
 from __future__ import annotations

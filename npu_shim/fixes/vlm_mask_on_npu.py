@@ -1,15 +1,10 @@
 """Backport of verl #7372 to verl 0.8.0 and 0.9.0: a VLM's THD attention mask on an NPU too.
 
-Mirrors: ``verl.models.mcore.util.build_vlm_attn_mask_thd`` after #7372, which pads the jagged
-(THD) ``input_ids`` and returns the mask of each row's real tokens on every device. (0.9.1's
-also pads the width to a multiple of TP x CP, a later change, #7702, that this does not carry.)
-Missing when: the function is exactly 0.8.0's or 0.9.0's (the same code: :mod:`npu_shim.recognition`), which returns
-``(padded input_ids, None)`` when ``is_npu_available``: with ``use_remove_padding`` a
-vision-language model on an NPU (Qwen3.5-VL with Megatron/MindSpeed-Bridge) then counts the
-padding as real tokens, silently.
-Does: rebinds the name in ``verl.models.mcore.model_forward``, whose ``gptmodel_forward_model_engine``
-is its one caller and imported it by name, and in ``verl.models.mcore.util``, to
-:func:`build_vlm_attn_mask_thd`. Watching ``model_forward`` covers both: it imports ``util`` first.
+Mirrors: ``verl.models.mcore.util.build_vlm_attn_mask_thd`` after #7372, which returns each row's real tokens on
+every device (0.9.1's also pads the width for TP x CP, #7702, not carried).
+Missing when: the function is exactly 0.8.0's or 0.9.0's, which returns ``(padded input_ids, None)`` on an NPU: a
+vision-language model with ``use_remove_padding`` then counts padding as real tokens, silently.
+Does: rebinds the name in ``verl.models.mcore.model_forward`` (its caller imported it by name) and in ``util``.
 """
 
 from __future__ import annotations
