@@ -1,34 +1,10 @@
-"""``python -m npu_shim doctor``: will new interpreters and Ray workers started from here get the shim?
+"""``npu-shim doctor``: will new interpreters and Ray workers started from here get the shim?
 
-The doctor judges the environment it was started in, not the one npu_shim made
-(``import npu_shim``, which ``python -m npu_shim`` does, activates the shim and
-rewrites PYTHONPATH). It starts a fresh interpreter with that environment as
-given (``--ray``: runs a task in a worker of a running Ray cluster), which
-reports which sitecustomize ran, imports verl and ``verl.workers.engine`` as a
-worker would (a few seconds), and says what verl looks like there and what the
-shim did. Nothing runs on an accelerator, no process group, no engine.
-
-Modules: ``report`` (the typed report, and its JSON), ``probe`` (runs in the fresh interpreter or the Ray
-worker), ``verl_state`` (verl, the fixes and the registry, inside the probe), ``mindspeed_state`` and
-``bridge_state`` (what the MindSpeed and the bridge there offer verl), ``routes`` (which route gave the shim, or
-why none did), ``ray_probe``, ``render`` (text).
-
-Exit status: 1 when the probed interpreter's verl looks up ``npu`` engines and
-``(value_model, megatron)`` does not resolve there (a Megatron critic would
-fail, npu_shim importable there or not) or a fix without which a critic fails
-found code it does not recognise, or when verl is installed there and
-``import verl`` fails, or (on any device) when a MindSpeed is installed there but
-``import mindspeed.megatron_adaptor`` fails (verl then runs every MindSpeed patch
-off: ``mindspeed_import_error``), or when MegatronAdaptor and MindSpeed are installed but TransformerEngineNPU
-does not import (``transformer_engine_import_error``), or when verl's default bridge, Megatron-Bridge, does not import
-where verl looks up npu engines (``bridge``); 2 when the probe gave no report (it crashed, no Ray
-cluster answered, or npu_shim is not importable there and the critic's engine
-is not known to fail); else 0, including when verl is not installed and when no
-NPU is seen there (``"not judged"``: the critic's engine lookup is only judged
-where verl looks up NPU engines; ``--device npu`` judges as on an NPU host, where an image is built).
-
-``--json`` prints the report, :class:`npu_shim.doctor.report.Report`, as one JSON object (stable; new keys may be
-added); ``npu_shim.doctor.report`` documents each key where its value is declared.
+It judges the environment it was started in, not the one ``import npu_shim`` made: it starts a fresh interpreter
+with that environment as given (``--ray``: a task in a worker of a running cluster), where ``probe`` reads start-up,
+imports verl and ``verl.workers.engine`` as a worker would, and reports (``verl_state``, ``mindspeed_state``,
+``bridge_state``); here ``routes`` judges how the shim got there, ``render`` writes text. The statuses and exit codes:
+docs/usage.md; the report and its JSON: ``report``.
 """
 
 from __future__ import annotations
@@ -60,8 +36,7 @@ def shim_parent() -> str:
 
 
 def probe_in_fresh_interpreter(timeout: float, device: str | None = None) -> dict[str, Any]:
-    """The probe's report from ``sys.executable`` started with the caller's environment, as a worker would be;
-    ``device``: the probe's ``assumed_device``."""
+    """The probe's report from ``sys.executable`` started with the caller's environment, as a worker would be."""
     from npu_shim.doctor import probe
 
     source = Path(probe.__file__).read_text(encoding="utf-8")
@@ -90,8 +65,8 @@ def probe_in_fresh_interpreter(timeout: float, device: str | None = None) -> dic
 def collect(
     ray_address: str | None = None, use_ray: bool = False, timeout: float = 600, device: str | None = None
 ) -> Report:
-    """The doctor's report, from a fresh interpreter or (``use_ray``) a Ray worker; ``device``: judge as where verl
-    sees that device (``--device npu`` where an image is built), whatever device the probe sees."""
+    """The report from a fresh interpreter or (``use_ray``) a Ray worker; ``device``: judge as where verl sees that
+    device (``--device npu`` where an image is built), whatever device the probe sees."""
     from npu_shim.doctor import ray_probe, routes
 
     where = ray_probe.where(ray_address) if use_ray else FRESH_INTERPRETER
@@ -111,9 +86,9 @@ def collect(
     report = replace(report, npu_shim_version=npu_shim.__version__, probed_in=where)
     if report.probe is None:  # no probe: nothing more to judge
         return report
-    if report.findings is None:  # the probe ran but could not load npu_shim's report code there
-        lookup = report.lookup
-        fails = lookup is not None and (lookup.assumed_device or lookup.device) == "npu" and not lookup.resolves
+    if report.shim is None:  # the probe ran but could not load npu_shim's report code there
+        device = report.assumed_device or report.device
+        fails = device == "npu" and not report.value_model_megatron_resolves
         return replace(report, status=PROBLEM if fails else ERROR, error=report.probe.report_error)
     return replace(report, routes=routes.judge(report))
 

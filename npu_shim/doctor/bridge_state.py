@@ -1,18 +1,19 @@
-"""The bridge verl's Megatron engines build their models through here, and whether it imports (verl #6931).
+"""The bridge verl's Megatron engines build their models through, and whether it imports (verl #6931).
 
-verl 0.9.0 on builds every Megatron model through Megatron-Bridge by default (``McoreEngineConfig.vanilla_mbridge``
-False): the engine imports ``verl.models.mcore.bridge``, which imports ``megatron.bridge``. Where Megatron-Bridge is
-missing or does not import, every Megatron engine of verl's default config, critic and actor, fails when it is
-built, in the Ray actor (verl #6931: ``No module named 'megatron.bridge'`` on an NPU). ``vanilla_mbridge=True``
-takes the legacy mbridge instead, which verl calls deprecated. Part of the doctor's probe (see ``verl_state``): it
-imports the module verl's engine imports, as the engine would, and says how that failed.
+verl 0.9.0 on builds every Megatron model through Megatron-Bridge by default (``vanilla_mbridge`` False): where
+``megatron.bridge`` does not import, every Megatron engine of the default config fails when it is built, in the Ray
+actor. The probe imports what verl's engine imports, as the engine would, to say how that fails. Also the probe's
+own imports of what a guarded import (verl's, Megatron's) hid: :func:`import_or_failure`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import importlib.util
 import sys
+from types import ModuleType
 
-from npu_shim.doctor.imports import import_or_failure
 from npu_shim.doctor.report import Bridge, ImportFailure
 
 MEGATRON_BRIDGE = "Megatron-Bridge"
@@ -31,6 +32,16 @@ OLDEST_MEGATRON_FOR_BRIDGE = (0, 18)
 MEGATRON_VERSION_MODULE = "megatron.core.package_info"  # megatron-core's __version__, installed or from source
 
 
+def import_or_failure(module: str) -> tuple[ModuleType | None, ImportFailure | None]:
+    """``module`` imported here, or how that failed."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
+            return importlib.import_module(module), None
+    except Exception as error:
+        missing = error.name if isinstance(error, ModuleNotFoundError) else None
+        return None, ImportFailure(module, f"{type(error).__name__}: {error}", missing)
+
+
 def default_bridge() -> str | None:
     """The bridge verl's default engine config builds through: None where this verl has no such choice (0.6.x)."""
     config = sys.modules.get("verl.workers.config")
@@ -42,11 +53,8 @@ def default_bridge() -> str | None:
 
 
 def bridge_state() -> Bridge:
-    """The report's ``bridge``: the default bridge here, and how verl's import of Megatron-Bridge fails (or None).
-
-    Tried only where verl's Megatron engine module imported (Megatron is installed) and the default is
-    Megatron-Bridge: anything else has no Megatron model to build, or builds it through mbridge.
-    """
+    """The default bridge here, and how verl's import of Megatron-Bridge fails: tried only where verl's Megatron
+    engine module imported and the default is Megatron-Bridge (else no model to build, or mbridge builds it)."""
     default = default_bridge()
     failure = None
     if default == MEGATRON_BRIDGE and MEGATRON_ENGINE_MODULE in sys.modules:
@@ -89,3 +97,11 @@ def meaning(failure: ImportFailure | None) -> str | None:
         f"and {cause}: every Megatron engine with verl's default config (critic and actor) fails when it is built; "
         f"fix: {ways_out}"
     )
+
+
+def found(name: str) -> bool:
+    """Whether ``name`` is found here; found, not imported (importing MindSpeed or Megatron to ask would patch them)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder that raises, a parent that fails to import, a spec-less module
+        return False

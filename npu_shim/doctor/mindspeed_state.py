@@ -1,8 +1,7 @@
-"""What the MindSpeed in the probed interpreter offers verl, and what that means for the verl seen there.
+"""What the MindSpeed in the probed interpreter offers verl, and what that means for the verl there.
 
-Part of the doctor's probe (see ``verl_state``), read after verl imported its MindSpeed engine module.
-Where verl's module bound no ``repatch`` and a MindSpeed is installed, the probe imports
-``mindspeed.megatron_adaptor`` itself to say why: verl's guarded import hides the error.
+Read after verl imported its MindSpeed engine module. Where verl bound no ``repatch`` and a MindSpeed is installed,
+the probe imports ``mindspeed.megatron_adaptor`` itself to say why: verl's guarded import hides the error.
 docs/mindspeed-lines.md has the table this condenses.
 """
 
@@ -10,12 +9,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from dataclasses import replace
+from types import ModuleType
 
 from npu_shim import mindspeed_line, watcher
-from npu_shim.doctor.imports import found, import_or_failure, package_folder
-from npu_shim.doctor.report import AdaptorOrder, ImportFailure, MindSpeedOffer, MindSpeedStack
+from npu_shim.doctor.bridge_state import found, import_or_failure
+from npu_shim.doctor.report import AdaptorOrder, ImportFailure, MindSpeedOffer, Report
 from npu_shim.fixes import shared_repatch
 from npu_shim.fixes.value_engine import VerlLayout
 from npu_shim.settings import switch
@@ -30,23 +31,26 @@ INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSp
 PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
 
 
-def stack() -> MindSpeedStack:
-    """What of MindSpeed, MegatronAdaptor and TransformerEngineNPU (which core_r0.17.0/core_r0.18.0 need) is found
-    here; found, not imported (that could patch Megatron). Nothing tried yet: see :func:`mindspeed_state`."""
-    return MindSpeedStack(
+def stack() -> Report:
+    """What of the MindSpeed stack is found here (not imported: that could patch Megatron), as a report's fields."""
+    return Report(
         mindspeed_installed=found("mindspeed"),
         megatron_adaptor_installed=watcher.found(watcher.ADAPTOR),
         transformer_engine_installed=found(TRANSFORMER_ENGINE),
     )
 
 
-def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> AdaptorOrder:
-    """MegatronAdaptor before Megatron here: the report's ``megatron_adaptor``.
+def package_folder(package: ModuleType | None) -> str | None:
+    """The folder an imported package came from (which verl or MindSpeed of several on the path); None where it is
+    not imported or has no file (a namespace package)."""
+    file = getattr(package, "__file__", None)
+    return os.path.dirname(os.path.abspath(file)) if file else None
 
-    ``activated_at_start``: how npu_shim was active when the probed interpreter started (its watcher imports MA
-    at the first import of Megatron only from start-up on); ``megatron_at_adaptor``: the Megatron modules already
-    imported when the probe process first looked for ``megatron_adaptor`` (None: it never did).
-    """
+
+def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> AdaptorOrder:
+    """MegatronAdaptor before Megatron here. ``activated_at_start``: how npu_shim was active at start-up (only from
+    then on does its watcher import MA at Megatron's first import); ``megatron_at_adaptor``: the Megatron modules
+    imported when the probe first looked for ``megatron_adaptor`` (None: it never did)."""
     installed = watcher.found(watcher.ADAPTOR)
     megatron = watcher.megatron_modules()
     if not installed or not megatron:
@@ -81,26 +85,15 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
     )
 
 
-def _transformer_engine_failure(found_here: MindSpeedStack) -> ImportFailure | None:
-    """Where MegatronAdaptor and MindSpeed are installed (the three-layer lines, core_r0.17.0 and core_r0.18.0, which
-    need all three), whether TransformerEngineNPU imports. Megatron's own import of it is guarded: without it Megatron
-    runs with no Transformer Engine, and verl's TE-spec models and MindSpeed 0.18's norms fail only when built."""
-    if not (found_here.mindspeed_installed and found_here.megatron_adaptor_installed):
-        return None
-    return import_or_failure(TRANSFORMER_ENGINE)[1]
+def with_mindspeed(report: Report, layout: VerlLayout) -> Report:
+    """``report`` with what this MindSpeed offers verl, what that means here, and why verl bound no ``repatch``.
 
-
-def mindspeed_state(layout: VerlLayout, found_here: MindSpeedStack) -> tuple[MindSpeedOffer, MindSpeedStack]:
-    """What this MindSpeed offers verl and what that means here, and ``found_here`` (:func:`stack`) with why verl
-    bound no ``repatch``.
-
-    ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch`` (what verl calls), not
-    whether ``from mindspeed.megatron_adaptor import repatch`` works on its own. Where verl bound none and a
-    MindSpeed is installed, that import is tried here: ``mindspeed_import_error`` is how it failed (None: it
-    imports), ``mindspeed_adaptor_has_repatch`` whether the module has a ``repatch`` (None: not tried, or failed).
+    ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch`` (what verl calls). Where it
+    bound none and a MindSpeed is installed, the probe imports ``mindspeed.megatron_adaptor`` itself; where that
+    works and MegatronAdaptor is installed, ``transformer_engine`` (Megatron's import of it is guarded: without it
+    verl's Transformer Engine layer specs and MindSpeed 0.18's norms fail only when built).
     """
-    # The `repatch` verl's own module bound: importing mindspeed here could patch Megatron out of order.
-    repatch = getattr(layout.mindspeed_impl, "repatch", None)
+    repatch = getattr(layout.mindspeed_impl, "repatch", None)  # importing mindspeed here could patch Megatron
     context_parallel_wrapper = None
     if sys.modules.get(ADAPTOR) is not None:  # verl imported MindSpeed already: one more module patches nothing
         try:
@@ -115,20 +108,18 @@ def mindspeed_state(layout: VerlLayout, found_here: MindSpeedStack) -> tuple[Min
         batch_invariant_attention=mindspeed_line.has_batch_invariant_attention(),
         context_parallel_wrapper=context_parallel_wrapper,
     )
-    tried = found_here
-    if repatch is None and found_here.mindspeed_installed:  # why verl bound none: its guarded import hid the error
+    if repatch is None and report.mindspeed_installed:  # why verl bound none: its guarded import hid the error
         imported, failure = import_or_failure(ADAPTOR)
         has_repatch = None if imported is None else getattr(imported, "repatch", None) is not None
-        tried = replace(tried, mindspeed_import_error=failure, mindspeed_adaptor_has_repatch=has_repatch)
-    if tried.mindspeed_import_error is None:
-        tried = replace(tried, transformer_engine_import_error=_transformer_engine_failure(found_here))
+        report = replace(report, mindspeed_import_error=failure, mindspeed_adaptor_has_repatch=has_repatch)
+    if report.mindspeed_import_error is None and report.mindspeed_installed and report.megatron_adaptor_installed:
+        report = replace(report, transformer_engine_import_error=import_or_failure(TRANSFORMER_ENGINE)[1])
     in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
-    meaning = _mindspeed_meaning(offer, tried, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
-    return replace(offer, meaning=meaning), tried
+    meaning = _mindspeed_meaning(offer, report, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
+    return replace(report, mindspeed=replace(offer, meaning=meaning))
 
 
-def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: MindSpeedStack, *, shims_repatch: bool) -> list[str]:
-    """What the MindSpeed found means for this verl, with npu_shim's repatch in place here or not."""
+def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: Report, *, shims_repatch: bool) -> list[str]:
     if tried.mindspeed_import_error:
         return [_import_failure(tried.mindspeed_import_error)]
     if tried.transformer_engine_import_error:
@@ -177,8 +168,7 @@ def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: MindSpeedStack, *, shim
     return meaning
 
 
-def _import_failure(failure: ImportFailure) -> str:
-    """Why an installed MindSpeed gives verl no ``repatch``: its ``mindspeed.megatron_adaptor`` does not import."""
+def _import_failure(failure: ImportFailure) -> str:  # an installed MindSpeed's adaptor that does not import
     if failure.missing == MEGATRON_ADAPTOR:
         also = (
             ""
@@ -198,7 +188,6 @@ def _import_failure(failure: ImportFailure) -> str:
 
 
 def _transformer_engine_meaning(failure: ImportFailure) -> str:
-    """Why MegatronAdaptor's stack without a working TransformerEngineNPU cannot train verl's Megatron models."""
     consequence = (
         "Megatron runs without Transformer Engine, so verl's Megatron models (Transformer Engine layer specs) and "
         "MindSpeed core_r0.18.0's norms fail to build"

@@ -1,14 +1,9 @@
 """The doctor's probe: what a new interpreter started from a given environment sees.
 
-The doctor runs this file's source in a fresh interpreter (``python -c``) with
-the caller's environment as given, or as a Ray task in a worker of a running
-cluster: the processes where verl builds its engines. It must not change what it
-measures, so it reads the start-up state first, then imports verl as a worker
-would (which activates the shim if ``VERL_USE_EXTERNAL_MODULES`` names it, or from verl 0.9.0 when its
-``verl.plugins`` entry point is installed), and
-only then loads npu_shim's own report code, with the shim kept inactive if it
-was not already active. Standard library only until then: npu_shim may not be
-importable here at all.
+Run as ``python -c`` source in a fresh interpreter with the caller's environment, or as a Ray task in a worker. It
+must not change what it measures: it reads start-up first, imports verl as a worker would (which activates the shim
+where a route does), and only then loads npu_shim's report code, kept inactive. Standard library until then: npu_shim
+may not be importable here at all.
 """
 
 from __future__ import annotations
@@ -21,16 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.names.WAITING, read without importing npu_shim
-ENV_VARIABLES = (
-    "PYTHONPATH",
-    "VERL_USE_EXTERNAL_MODULES",
-    "VERL_USE_EXTERNAL_PLUGINS",
-    "NPU_SHIM_DISABLE",
-    "NPU_SHIM_PROPAGATE",
-    "NPU_SHIM_MEGATRON_ADAPTOR",
-    "NPU_SHIM_DISABLED_FIXES",
-    "NPU_SHIM_LOG_LEVEL",
-)
+ENV_VARIABLES = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", "VERL_USE_EXTERNAL_PLUGINS", "NPU_SHIM_DISABLE")
+ENV_VARIABLES += ("NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR", "NPU_SHIM_DISABLED_FIXES", "NPU_SHIM_LOG_LEVEL")
 
 
 class MegatronOrder:
@@ -52,15 +39,13 @@ def _shim_via() -> str | None:
     return "sitecustomize" if any(hasattr(f, WATCHER_GLOBAL) for f in sys.meta_path) else None
 
 
-def _npu_shim_origin() -> str | None:
-    """Where this interpreter's own sys.path finds npu_shim (without importing it), or None."""
+def _npu_shim_origin() -> str | None:  # without importing it
     finder = next((f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"), None)
     spec = finder.find_spec("npu_shim", sys.path) if finder is not None else None
     return None if spec is None else spec.origin
 
 
-def _verl_plugin() -> str | None:
-    """The ``npu_shim`` entry point of the ``verl.plugins`` group this interpreter sees (``module``), or None."""
+def _verl_plugin() -> str | None:  # the npu_shim entry point of verl.plugins here
     from importlib.metadata import entry_points
 
     try:
@@ -71,7 +56,7 @@ def _verl_plugin() -> str | None:
 
 
 def start_state() -> dict[str, Any]:
-    """What start-up left: which sitecustomize ran, whether the shim is active, the environment."""
+    """What start-up left (``npu_shim.doctor.report.ProbeState``'s first fields)."""
     sitecustomize = sys.modules.get("sitecustomize")
     return {
         "python": sys.executable,
@@ -96,7 +81,7 @@ def _import_verl() -> str | None:
 
 
 def _import_inactive(shim_parent: str | None) -> None:
-    """Import npu_shim without activating it (when start-up and verl did not): the probe must not change it."""
+    """Import npu_shim without activating it, where start-up and verl did not."""
     if "npu_shim" in sys.modules:
         return
     if _npu_shim_origin() is None and shim_parent:
@@ -106,17 +91,13 @@ def _import_inactive(shim_parent: str | None) -> None:
     try:
         import npu_shim  # noqa: F401
     finally:
-        if before is None:
-            del os.environ["NPU_SHIM_DISABLE"]
-        else:
-            os.environ["NPU_SHIM_DISABLE"] = before
+        os.environ.pop("NPU_SHIM_DISABLE") if before is None else os.environ.update(NPU_SHIM_DISABLE=before)
 
 
 @contextlib.contextmanager
 def device_assumed(device: str | None) -> Iterator[None]:
-    """While it lasts, verl's engine registry (imported) looks engines up for ``device`` (None: the one verl sees):
-    the module that defines ``EngineRegistry`` answers ``device`` where it asks ``get_device_name()``, as on a host
-    with one. Only that lookup changes: ``verl.utils.device.get_device_name()`` still says what verl sees here."""
+    """While it lasts, the module that defines verl's ``EngineRegistry`` answers ``device`` (None: what verl sees)
+    where it asks ``get_device_name()``; ``verl.utils.device.get_device_name()`` still says what verl sees."""
     registry = getattr(sys.modules.get("verl.workers.engine"), "EngineRegistry", None)
     module = sys.modules.get(getattr(registry, "__module__", ""))
     seen = getattr(module, "get_device_name", None)
@@ -131,8 +112,7 @@ def device_assumed(device: str | None) -> Iterator[None]:
 
 
 def _minimal_verl_facts(assumed_device: str | None) -> dict[str, Any]:
-    """Without npu_shim here: the device verl sees and whether a Megatron critic's engine resolves (the JSON of
-    ``npu_shim.doctor.report.CriticLookup``, written without it)."""
+    """Without npu_shim here: the device verl sees and the critic's lookup, under ``Report``'s keys."""
     facts: dict[str, Any] = {
         "device": None,
         "assumed_device": assumed_device,
@@ -155,9 +135,8 @@ def _minimal_verl_facts(assumed_device: str | None) -> dict[str, Any]:
 
 
 def probe(shim_parent: str | None = None, assumed_device: str | None = None) -> dict[str, Any]:
-    """The JSON of ``npu_shim.doctor.verl_state.collect()``'s report here, with what start-up and ``import verl``
-    did; without npu_shim here, what this file reads itself. ``assumed_device``: look engines up for it (``doctor
-    --device``)."""
+    """The report here, as JSON; without npu_shim here, what this file reads itself. ``assumed_device``: look
+    engines up for it (``doctor --device``)."""
     state = start_state()
     order = MegatronOrder()  # first: it must see MegatronAdaptor's lookup even where npu_shim's watcher makes it
     sys.meta_path.insert(0, order)

@@ -1,14 +1,7 @@
-"""``doctor --ray [ADDRESS]``: run the probe as a task in a worker of a running Ray cluster.
+"""``doctor --ray [ADDRESS]``: the probe as a task in a worker of a running Ray cluster (it starts none).
 
-That worker was started by the cluster, with the cluster's environment: the
-question users really have is whether *those* processes get the shim. Nothing
-is started: ``ray.init`` connects to the cluster at ADDRESS (default ``auto``,
-i.e. ``RAY_ADDRESS`` or a cluster started on this machine by ``ray start``).
-
-Ray's client retries a connection it cannot make for minutes, and does not end on
-SIGTERM meanwhile; so the client runs in a child interpreter of its own session,
-which the doctor ends whole when ``--timeout`` (connecting and answering together)
-runs out, or when the doctor itself is interrupted.
+Ray's client retries a connection it cannot make for minutes and ignores SIGTERM meanwhile, so it runs in a child
+interpreter of its own session, which the doctor ends whole at ``--timeout`` or when it is interrupted itself.
 """
 
 from __future__ import annotations
@@ -36,8 +29,7 @@ print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {timeout!r}, {shim
 GRACE = 2.0  # seconds the client keeps, of the doctor's timeout, to say why it had no answer
 
 
-def _probe_function() -> Any:
-    """The probe as a function pickled by value: the worker needs no npu_shim to run it."""
+def _probe_function() -> Any:  # pickled by value: the worker needs no npu_shim to run it
     source = Path(probe.__file__).read_text(encoding="utf-8")
     namespace: dict[str, Any] = {"__name__": "npu_shim_doctor_probe"}  # not in sys.modules: by value
     exec(compile(source, probe.__file__, "exec"), namespace)
@@ -51,8 +43,7 @@ ADVICE = (
 )
 
 
-def _with_our_advice(error: BaseException) -> str:
-    """Ray's message without its advice for Ray's own command line (an `--address` flag), and npu-shim's instead."""
+def _with_our_advice(error: BaseException) -> str:  # Ray's message, without its advice for its own command line
     sentences = re.split(r"(?<=\.) +", str(error))
     kept = [sentence for sentence in sentences if "--address" not in sentence]
     return str(error) if len(kept) == len(sentences) else " ".join([*kept, ADVICE])
@@ -61,8 +52,7 @@ def _with_our_advice(error: BaseException) -> str:
 def connect_and_probe(
     address: str | None, deadline: float, timeout: float, shim_parent: str, device: str | None = None
 ) -> dict[str, Any]:
-    """In the client interpreter: ``{"report": ...}`` from a Ray worker by ``deadline`` (the doctor's
-    ``timeout`` less a grace), or ``{"error": "..."}``; ``device``: the probe's ``assumed_device``."""
+    """In the client interpreter: ``{"report": ...}`` from a Ray worker by ``deadline``, or ``{"error": "..."}``."""
     try:
         import ray
         from ray.exceptions import GetTimeoutError
@@ -96,7 +86,7 @@ class _Interrupted(Exception):
 
 @contextlib.contextmanager
 def _interrupts_raise() -> Iterator[None]:
-    """SIGTERM and SIGINT end the wait (and, through the caller, the client) instead of the doctor alone."""
+    """SIGTERM and SIGINT end the wait, and so the client, not the doctor alone."""
 
     def interrupted(signum: int, frame: Any) -> None:
         raise _Interrupted(signal.Signals(signum).name)
@@ -116,8 +106,7 @@ def _interrupts_raise() -> Iterator[None]:
 def probe_on_ray(
     address: str | None, timeout: float, shim_parent: str, env: dict[str, str], device: str | None = None
 ) -> tuple[dict[str, Any], str]:
-    """The probe's report from a Ray worker within ``timeout`` s, and the address of the cluster Ray connected to;
-    RuntimeError with a readable message otherwise."""
+    """The probe's report from a Ray worker within ``timeout`` s, and the cluster's address; else RuntimeError."""
     deadline = time.time() + timeout - GRACE
     client = subprocess.Popen(
         [
@@ -151,8 +140,7 @@ def probe_on_ray(
     return answer["report"], answer.get("address") or where_address(address)
 
 
-def where_address(address: str | None) -> str:
-    """The address as asked for (before Ray resolves ``auto``)."""
+def where_address(address: str | None) -> str:  # as asked for, before Ray resolves "auto"
     return address or os.environ.get("RAY_ADDRESS") or "auto"
 
 

@@ -2,78 +2,50 @@
 
 from __future__ import annotations
 
-from npu_shim.doctor.report import (
-    NOT_JUDGED,
-    PROBLEM,
-    AdaptorOrder,
-    CriticLookup,
-    Findings,
-    FixRow,
-    PythonpathRoute,
-    Report,
-    Route,
-    TorchNpu,
-)
+from npu_shim.doctor.report import NOT_JUDGED, PROBLEM, AdaptorOrder, Report
 
 # What an inactive shim would do to a fix, in words ("inactive (would apply)").
-WOULD = {
-    "apply": "would apply",
-    "native": "verl has it",
-    "not applicable": "nothing to do here",
-    "unrecognised": "code it does not know",
-    "disabled": "turned off",
-}
+WOULD = {"apply": "would apply", "native": "verl has it", "not applicable": "nothing to do here"}
+WOULD.update({"unrecognised": "code it does not know", "disabled": "turned off"})
+YES_NO = {True: "yes", False: "no", None: "unknown"}
+BRIDGES = {"mbridge": "mbridge (verl's default here)"}  # None: Megatron-Bridge
+BRIDGES[None] = "Megatron-Bridge (verl's default, vanilla_mbridge=False): imports here"
 
 
-def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
-        indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+        "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
     ]
 
 
-def _route_text(route: PythonpathRoute | Route) -> str:
-    if not route.needed:  # the other route gives the shim
-        return route.reason
-    return ("yes: " if route.works else "no: ") + route.reason
-
-
-def _torch_npu_text(torch_npu: TorchNpu) -> str:
-    if torch_npu.loaded:
-        return "loaded" + (f" ({torch_npu.version})" if torch_npu.version else "")
-    return "importable, not loaded" if torch_npu.importable else "not installed"
-
-
 def _probe_lines(report: Report) -> list[tuple[str, str]]:
-    if report.probe is None:
-        return []
     probe = report.probe
+    if probe is None:
+        return []
     lines = [("probed in", f"{report.probed_in}: {probe.python} (Python {probe.python_version})")]
-    if report.routes is not None:
-        lines += [(f"{name} route", _route_text(route)) for name, route in report.routes.by_name().items()]
-    if probe.report_error:
-        lines.append(("report", probe.report_error))
-    return lines
+    for name, route in (report.routes.by_name() if report.routes else {}).items():
+        answer = "" if not route.needed else "yes: " if route.works else "no: "  # not needed: another route gives it
+        lines.append((f"{name} route", answer + route.reason))
+    return [*lines, ("report", probe.report_error)] if probe.report_error else lines
 
 
-def _repatch_text(findings: Findings) -> str:
+def _repatch_text(report: Report) -> str:
     # The field is about verl's binding (what verl calls), which can be missing while MindSpeed imports fine.
-    mindspeed, stack = findings.mindspeed, findings.stack
+    mindspeed, failure = report.mindspeed, report.mindspeed_import_error
     if mindspeed.repatch_importable:
-        return "bound by verl's MindSpeed engine module" + (
-            f" (mindspeed from {mindspeed.source})" if mindspeed.source else ""
-        )
-    if not stack.mindspeed_installed:
+        source = f" (mindspeed from {mindspeed.source})" if mindspeed.source else ""
+        return f"bound by verl's MindSpeed engine module{source}"
+    if not report.mindspeed_installed:
         return "not bound by verl: MindSpeed is not installed here"
-    failure = stack.mindspeed_import_error
     if failure:  # what verl's guarded import hid
         return f"not bound by verl: MindSpeed is installed, but `import {failure.module}` fails: {failure.error}"
-    if stack.mindspeed_adaptor_has_repatch is False:
+    if report.mindspeed_adaptor_has_repatch is False:
         return (
             "not bound by verl: MindSpeed is installed and mindspeed.megatron_adaptor imports, without a repatch "
             "(a line without it)"
         )
-    if stack.mindspeed_adaptor_has_repatch:
+    if report.mindspeed_adaptor_has_repatch:
         return (
             "not bound by verl: its MindSpeed engine module holds no repatch, though MindSpeed is installed and "
             "mindspeed.megatron_adaptor.repatch imports here"
@@ -85,62 +57,50 @@ def _repatch_text(findings: Findings) -> str:
     )
 
 
-def _verl_lines(report: Report, findings: Findings, lookup: CriticLookup) -> list[tuple[str, str]]:
-    verl, shim, mindspeed = findings.verl, findings.shim, findings.mindspeed
+def _verl_lines(report: Report) -> list[tuple[str, str]]:
+    verl, shim, mindspeed, torch_npu = report.verl, report.shim, report.mindspeed, report.torch_npu
     shim_line = ("shim", f"active, via {shim.activated_via}" if shim.active else f"inactive: {shim.reason}")
     if verl.installed and not verl.importable:
         # Nothing past `import verl` was read: no device, fixes or MindSpeed to report, only what it means.
-        return [("verl", f"installed, but {lookup.error}"), shim_line]
+        return [("verl", f"installed, but {report.value_model_megatron_error}"), shim_line]
     if verl.importable:
-        lines = [("verl", f"{verl.version} ({verl.path})")]
-        if verl.error:
-            lines.append(("verl error", verl.error))
+        lines = [("verl", f"{verl.version} ({verl.path})"), *([("verl error", verl.error)] if verl.error else [])]
     else:
         lines = [("verl", f"not installed ({verl.error}): npu_shim has nothing to do")]
     lines.append(shim_line)
     if shim.disabled_fixes or shim.unknown_fixes:
-        lines.append(("fixes off", _fixes_off_text(shim.disabled_fixes, shim.unknown_fixes, findings.fixes)))
-    if findings.layout.description:
-        lines.append(("layout", findings.layout.description))
-    device = _device_text(lookup)
-    if findings.engine_device not in (None, lookup.device, lookup.assumed_device):
-        device += f" (engines looked up for {findings.engine_device}: VERL_ENGINE_DEVICE)"
+        off = f"{', '.join(shim.disabled_fixes) or 'none'} (NPU_SHIM_DISABLED_FIXES)"
+        if shim.unknown_fixes:
+            known = ", ".join(row.fix for row in report.fixes)
+            off += f"; no fix is named {', '.join(shim.unknown_fixes)}: ignored (the fixes: {known})"
+        lines.append(("fixes off", off))
+    if report.layout.description:
+        lines.append(("layout", report.layout.description))
+    device = _device_text(report)
+    if report.engine_device not in (None, report.device, report.assumed_device):
+        device += f" (engines looked up for {report.engine_device}: VERL_ENGINE_DEVICE)"
     lines.append(("device", device))
-    lines.append(("torch_npu", _torch_npu_text(findings.torch_npu)))
-    lines.append(("mindspeed repatch", _repatch_text(findings)))
-    found = {True: "yes", False: "no", None: "unknown"}
+    loaded = "loaded" + (f" ({torch_npu.version})" if torch_npu.version else "")
+    unloaded = "importable, not loaded" if torch_npu.importable else "not installed"
+    lines.append(("torch_npu", loaded if torch_npu.loaded else unloaded))
+    lines.append(("mindspeed repatch", _repatch_text(report)))
     features = (
-        f"batch-invariant flash attention {found[mindspeed.batch_invariant_attention]}, "
-        f"context-parallel wrapper {found[mindspeed.context_parallel_wrapper]}"
+        f"batch-invariant flash attention {YES_NO[mindspeed.batch_invariant_attention]}, "
+        f"context-parallel wrapper {YES_NO[mindspeed.context_parallel_wrapper]}"
     )
-    lines.append(("mindspeed has", features))
-    lines += [("mindspeed means", meaning) for meaning in mindspeed.meaning]
-    lines.append(("value_model/megatron", _resolution_text(lookup)))
-    if findings.bridge.default:
-        lines.append(("bridge", findings.bridge.meaning or _bridge_text(findings.bridge.default)))
+    lines += [("mindspeed has", features), *(("mindspeed means", meaning) for meaning in mindspeed.meaning)]
+    lines.append(("value_model/megatron", _resolution_text(report)))
+    if report.bridge.default:
+        lines.append(("bridge", report.bridge.meaning or BRIDGES.get(report.bridge.default, BRIDGES[None])))
     if report.megatron_adaptor is not None:
         lines.append(("megatron_adaptor", _adaptor_text(report.megatron_adaptor)))
-    for row in findings.unrecognised:
+    for row in report.unrecognised:
         then = "a Megatron critic on an NPU fails" if row.breaks_critic else "see its reason under fixes"
         lines.append(("unrecognised", f"{row.fix}: verl needs its change, in code npu_shim does not know; {then}"))
-    for row in findings.needed_but_off:
+    for row in report.needed_but_off:
         then = "a Megatron critic on an NPU fails" if row.breaks_critic else "docs/fixes.md says what it mends"
         lines.append(("turned off", f"{row.fix}: verl lacks its change here; {then}"))
     return lines
-
-
-def _fixes_off_text(disabled: list[str], unknown: list[str], fixes: list[FixRow]) -> str:
-    text = f"{', '.join(disabled) or 'none'} (NPU_SHIM_DISABLED_FIXES)"
-    if unknown:
-        known = ", ".join(row.fix for row in fixes)
-        text += f"; no fix is named {', '.join(unknown)}: ignored (the fixes: {known})"
-    return text
-
-
-def _bridge_text(default: str) -> str:
-    if default == "mbridge":
-        return "mbridge (verl's default here)"
-    return "Megatron-Bridge (verl's default, vanilla_mbridge=False): imports here"
 
 
 def _adaptor_text(adaptor: AdaptorOrder) -> str:
@@ -155,45 +115,42 @@ def _adaptor_text(adaptor: AdaptorOrder) -> str:
     return text
 
 
-def _device_text(lookup: CriticLookup) -> str:
-    if lookup.assumed_device is None:
-        return str(lookup.device)
-    return f"{lookup.device}; judged as on an {lookup.assumed_device} host (--device {lookup.assumed_device})"
+def _device_text(report: Report) -> str:
+    if report.assumed_device is None:
+        return str(report.device)
+    return f"{report.device}; judged as on an {report.assumed_device} host (--device {report.assumed_device})"
 
 
-def _resolution_text(lookup: CriticLookup) -> str:
-    if lookup.resolves:
-        return f"resolves to {lookup.engine_class or 'an engine class'}"
-    return f"does not resolve: {lookup.error}"
+def _resolution_text(report: Report) -> str:
+    if report.value_model_megatron_resolves:
+        return f"resolves to {report.value_model_megatron_class or 'an engine class'}"
+    return f"does not resolve: {report.value_model_megatron_error}"
 
 
 def _status_text(report: Report) -> str:
     status = f"{report.status} (exit {report.exit_code})"
-    findings = report.findings
+    failure, engine_failure = report.mindspeed_import_error, report.transformer_engine_import_error
     if report.status == NOT_JUDGED:
-        engine_device = findings.engine_device if findings else None
         return (
-            status
-            + f": verl looks up {engine_device} engines here, not npu; run the doctor where the workers see an NPU, "
-            "or with --device npu"
+            f"{status}: verl looks up {report.engine_device} engines here, not npu; run the doctor where the workers "
+            "see an NPU, or with --device npu"
         )
-    if report.status != PROBLEM or findings is None:
+    if report.status != PROBLEM or report.shim is None:
         return status
-    failure, engine_failure = findings.stack.mindspeed_import_error, findings.stack.transformer_engine_import_error
     if failure:
-        return status + (
-            f": MindSpeed is installed but `import {failure.module}` fails, so verl runs every MindSpeed patch off"
+        return (
+            f"{status}: MindSpeed is installed but `import {failure.module}` fails, so verl runs every MindSpeed "
+            "patch off"
         )
     if engine_failure:
-        return status + (
-            f": MegatronAdaptor is installed but `import {engine_failure.module}` fails "
-            f"({engine_failure.error}), so Megatron has no Transformer Engine and verl's Megatron models do "
-            "not build"
-        )
-    if findings.bridge.import_error:
         return (
-            status
-            + ": verl's default Megatron-Bridge does not import, so no Megatron engine of its default config builds"
+            f"{status}: MegatronAdaptor is installed but `import {engine_failure.module}` fails "
+            f"({engine_failure.error}), so Megatron has no Transformer Engine and verl's Megatron models do not build"
+        )
+    if report.bridge.import_error:
+        return (
+            f"{status}: verl's default Megatron-Bridge does not import, so no Megatron engine of its default config "
+            "builds"
         )
     return status
 
@@ -201,36 +158,22 @@ def _status_text(report: Report) -> str:
 def render(report: Report) -> str:
     """The whole report as text."""
     lines = _probe_lines(report)
-    findings, lookup = report.findings, report.lookup
-    if findings is not None and lookup is not None:
-        lines += _verl_lines(report, findings, lookup)
-    elif lookup is not None:  # npu_shim was not importable there: the few facts the probe read itself
-        lines.append(("device", _device_text(lookup)))
-        lines.append(("value_model/megatron", _resolution_text(lookup)))
-    if report.error:
-        lines.append(("error", report.error))
-    lines.append(("status", _status_text(report)))
+    if report.shim is not None:
+        lines += _verl_lines(report)
+    elif report.probe is not None:  # npu_shim was not importable there: the few facts the probe read itself
+        lines += [("device", _device_text(report)), ("value_model/megatron", _resolution_text(report))]
+    lines += [*([("error", report.error)] if report.error else []), ("status", _status_text(report))]
     width = max(len(label) for label, _ in lines)
     out = [f"npu_shim {report.npu_shim_version} doctor: what new interpreters and Ray workers from here get"]
     out += [f"  {label.ljust(width)}  {value}" for label, value in lines]
-    if findings is not None and findings.fixes and findings.verl.importable:
-        out.append("fixes:")
-        rows = [
-            [fix.fix, fix.verdict + (f" ({WOULD[fix.would]})" if fix.would else ""), fix.reason]
-            for fix in findings.fixes
-        ]
-        out += _table(rows)
-    if findings is not None and findings.registry:
-        out.append("registry:")
-        rows = [
-            [
-                row.model_type,
-                row.backend,
-                row.device if row.vendor is None else f"{row.device}/{row.vendor}",
-                row.engine_class,
-                row.origin + (", patched" if row.patched else ""),
-            ]
-            for row in findings.registry
-        ]
-        out += _table([["model_type", "backend", "device", "class", "origin"], *rows])
+    if report.fixes and report.verl is not None and report.verl.importable:
+        would = [f" ({WOULD[fix.would]})" if fix.would else "" for fix in report.fixes]
+        out += ["fixes:", *_table([[f.fix, f.verdict + w, f.reason] for f, w in zip(report.fixes, would, strict=True)])]
+    if report.registry:
+        rows = [["model_type", "backend", "device", "class", "origin"]]
+        for row in report.registry:
+            device = row.device if row.vendor is None else f"{row.device}/{row.vendor}"
+            origin = row.origin + (", patched" if row.patched else "")
+            rows.append([row.model_type, row.backend, device, row.engine_class, origin])
+        out += ["registry:", *_table(rows)]
     return "\n".join(out)

@@ -1,16 +1,7 @@
-"""Which route, if any, gives the shim to new interpreters: judged from what the probe saw.
-
-Two routes reach the processes where verl builds its engines:
-
-- ``PYTHONPATH``: a directory with npu_shim's ``sitecustomize.py`` (the checkout,
-  or ``npu_shim/bootstrap`` of an installed shim) activates it in every interpreter
-  at start-up, unless a foreign ``sitecustomize.py`` comes first (Python runs only
-  the first one it finds) or the bootstrap belongs to another environment;
-- ``VERL_USE_EXTERNAL_MODULES=npu_shim``: ``import verl`` (0.6.0 and later) imports
-  the shim, in exactly the processes that import verl;
-- ``verl.plugins``: ``import verl`` (0.9.0 and later) loads the installed shim's entry point
-  in that group, in exactly the processes that import verl, unless ``VERL_USE_EXTERNAL_PLUGINS``
-  is ``none`` or a list without ``npu_shim``.
+"""Which route, if any, gives the shim to new interpreters, judged from what the probe saw there: ``PYTHONPATH``
+(npu_shim's ``sitecustomize.py`` at start-up, unless a foreign one comes first or the bootstrap is another
+environment's), ``VERL_USE_EXTERNAL_MODULES=npu_shim`` and ``verl.plugins`` (both at ``import verl``; the plugin from
+verl 0.9.0, unless ``VERL_USE_EXTERNAL_PLUGINS`` leaves it out).
 """
 
 from __future__ import annotations
@@ -18,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from npu_shim.doctor.report import ProbeState, PythonpathEntry, PythonpathRoute, Report, Route, Routes
+from npu_shim.doctor.report import ProbeState, PythonpathEntry, Report, Route, Routes
 from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 from npu_shim.settings import PACKAGE, VERL_PLUGINS, VERL_PLUGINS_POLICY
 from npu_shim.settings import VERL_MODULES as VERL_EXTERNAL
@@ -28,10 +19,7 @@ PYTHONPATH = "PYTHONPATH"
 
 
 def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[PythonpathEntry]:
-    """Each PYTHONPATH entry: the ``sitecustomize.py`` it holds (or None), and whether that is npu_shim's.
-
-    A relative entry is read against ``base`` (default: this process's working directory).
-    """
+    """Each PYTHONPATH entry, a relative one read against ``base`` (default: this process's working directory)."""
     entries = []
     for entry in (pythonpath or "").split(os.pathsep):
         if not entry:
@@ -50,12 +38,9 @@ def _caller_directory() -> str | None:
 
 
 def _bootstrap_to_suggest(probe: ProbeState) -> str:
-    """The PYTHONPATH entry to suggest: the bootstrap of the npu_shim the probed interpreter imports.
-
-    Not this process's own npu_shim: inside a checkout ``python -m npu_shim`` runs the checkout's and
-    ``npu-shim`` the installed one, while the probed interpreter (started elsewhere, as a worker is)
-    imports the same one for both. This doctor's own only when the probed interpreter finds none.
-    """
+    """The bootstrap of the npu_shim the probed interpreter imports (this doctor's own only where it finds none):
+    in a checkout ``python -m npu_shim`` runs the checkout's and ``npu-shim`` the installed one, and both suggest the
+    one a worker imports."""
     origin = probe.npu_shim_origin
     return bootstrap_dir(os.path.dirname(origin) if origin else None)
 
@@ -84,7 +69,7 @@ def _relative_entries_reason(probe: ProbeState) -> str | None:
     )
 
 
-def _pythonpath_route(probe: ProbeState, disabled: bool) -> PythonpathRoute:
+def _pythonpath_route(probe: ProbeState, disabled: bool) -> Route:
     ours = next((entry.entry for entry in probe.pythonpath_entries or [] if entry.npu_shim), None)
     ran = probe.sitecustomize
     shadowed_by = ran if ours is not None and ran and not probe.sitecustomize_is_npu_shim else None
@@ -109,7 +94,7 @@ def _pythonpath_route(probe: ProbeState, disabled: bool) -> PythonpathRoute:
         )
     else:
         reason = f"{ours} is on PYTHONPATH, but no sitecustomize ran (python -S, -E or -I?)"
-    return PythonpathRoute(ours, works, reason, shadowed_by)
+    return Route(ours, works, reason, shadowed_by=shadowed_by)
 
 
 def names_at_fault(named: str, error: str) -> bool:
@@ -124,7 +109,7 @@ def _verl_route(probe: ProbeState, report: Report, disabled: bool) -> Route:
     named = probe.environment.get(VERL_EXTERNAL)
     configured = names_npu_shim(named)
     works = configured and probe.activated_after_verl == VERL_EXTERNAL and not probe.verl_import_error
-    verl = report.findings.verl if report.findings else None
+    verl = report.verl
     if named and probe.verl_import_error and names_at_fault(named, probe.verl_import_error):
         reason = (
             f"import verl failed: {probe.verl_import_error} (verl imports each comma-separated name of "
@@ -152,8 +137,7 @@ def _verl_route(probe: ProbeState, report: Report, disabled: bool) -> Route:
 
 def plugins_allowed(policy: str | None) -> bool:
     """Whether verl loads our ``verl.plugins`` entry point under ``VERL_USE_EXTERNAL_PLUGINS=policy``, as verl reads
-    it: unset or ``auto`` loads every one, ``none`` none, else the comma-separated names (lower-cased, stripped): set
-    but empty, none."""
+    it: unset or ``auto`` all, ``none`` none, else the comma-separated names (lower-cased, stripped; empty: none)."""
     policy = ("auto" if policy is None else policy).strip().lower()
     return policy == "auto" or (policy != "none" and PACKAGE in {name.strip() for name in policy.split(",")})
 
@@ -186,23 +170,17 @@ def _plugin_route(probe: ProbeState, disabled: bool) -> Route:
 
 
 def judge(report: Report) -> Routes:
-    """The ``routes`` of the doctor's report, from what the probe saw (its ``probe``, and the shim and verl there)."""
+    """The routes, from what the probe saw (its ``probe``, and the shim and verl there)."""
     if report.probe is None:
         raise ValueError("routes are judged from a probe's report, and this one has no probe")
-    probe, findings = report.probe, report.findings
-    disabled = findings is not None and findings.shim.disabled
-    routes = Routes(
-        _pythonpath_route(probe, disabled), _verl_route(probe, report, disabled), _plugin_route(probe, disabled)
-    )
-    named = routes.by_name()
-    if findings is not None and findings.verl.importable and not findings.shim.hook_loaded:
+    probe, shim, verl = report.probe, report.shim, report.verl
+    disabled = shim is not None and shim.disabled
+    routes = [_pythonpath_route(probe, disabled), _verl_route(probe, report, disabled), _plugin_route(probe, disabled)]
+    if shim is not None and verl is not None and verl.importable and not shim.hook_loaded:
         # the hook loads only when verl is imported: a route that activated npu_shim without it gives no shim
-        named = {
-            name: replace(route, works=False, reason=f"it activated npu_shim, but {findings.shim.reason}")
-            if route.works and findings.shim.activated_via
-            else route
-            for name, route in named.items()
-        }
+        why = f"it activated npu_shim, but {shim.reason}"
+        routes = [replace(r, works=False, reason=why) if r.works and shim.activated_via else r for r in routes]
+    named = Routes(*routes).by_name()
     effective = next((name for name, route in named.items() if route.works), None)
     named = {  # no hint to set up a second route
         name: replace(route, needed=False, reason=f"not used (the shim comes by {effective})")

@@ -138,7 +138,7 @@ def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, mon
     report = npu_shim.doctor.collect()
     assert (report.status, report.exit_code) == ("problem", 1)
     assert "npu_shim is not importable here" in report.error
-    assert report.findings is None and report.routes is None
+    assert report.shim is None and report.routes is None
     from npu_shim.doctor.render import render
 
     assert "does not resolve: AssertionError: Unknown device: npu" in render(report)
@@ -279,6 +279,24 @@ def test_verls_plugin_policy_is_respected_and_named(site, synthetic, tmp_path, p
     if not loads:
         assert f"VERL_USE_EXTERNAL_PLUGINS={policy!r} keeps verl from loading it" in route["reason"]
         assert report["routes"]["effective"] is None
+
+
+def test_the_probe_is_judged_by_its_own_environment_not_the_doctors(site, synthetic, monkeypatch):
+    """A worker whose environment differs from the doctor's (``VERL_USE_EXTERNAL_PLUGINS=none`` in the worker only,
+    as a cluster's image may set it): the routes are judged from what the probe saw there, not from here."""
+    import npu_shim.doctor
+    from npu_shim.doctor.render import render
+
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "auto")  # here, verl would load the plugin
+    worker = clean_env([site, synthetic("0.9")], VERL_USE_EXTERNAL_PLUGINS="none")
+    monkeypatch.setattr(npu_shim.doctor, "environment_as_given", lambda: worker)
+    report = npu_shim.doctor.collect()
+    assert report.probe.environment["VERL_USE_EXTERNAL_PLUGINS"] == "none"
+    route = report.routes.verl_plugins
+    assert (route.configured, route.works, report.shim.active, report.routes.effective) == (True, False, False, None)
+    assert "VERL_USE_EXTERNAL_PLUGINS='none' keeps verl from loading it" in route.reason
+    assert re.search(r"\n  verl\.plugins route +no: installed, but VERL_USE_EXTERNAL_PLUGINS='none'", render(report))
+    assert {row.verdict for row in report.fixes} == {"inactive"}
 
 
 def test_the_plugin_route_on_a_verl_that_loads_no_plugins_says_so(site, synthetic, tmp_path):
