@@ -15,21 +15,15 @@ from typing import Any
 sys.path.insert(0, sys.argv[1])
 import npu_shim  # noqa: F401 - activates the shim
 from npu_shim import catalogue
-from npu_shim.patching import Patch
 
 
-class FaultyEdit:
-    def write(self, changes: Any) -> None:
-        raise RuntimeError("injected fault in vlm_mask_on_npu")
-
-
-def partial_then_fault(module: Any) -> list[Any]:  # a partial edit (written, then reverted), then a fault
-    util = sys.modules["verl.models.mcore.util"]
-    return [Patch(util, "build_vlm_attn_mask_thd", lambda *args, **kwargs: None), FaultyEdit()]
+def partial_then_fault(module: Any, writer: Any) -> None:  # a partial edit (written, then reverted), then a fault
+    writer.bind(sys.modules["verl.models.mcore.util"], "build_vlm_attn_mask_thd", lambda *args, **kwargs: None)
+    raise RuntimeError("injected fault in vlm_mask_on_npu")
 
 
 catalogue.FIXES = tuple(
-    dataclasses.replace(fix, edits=partial_then_fault) if fix.name == "vlm_mask_on_npu" else fix
+    dataclasses.replace(fix, edit=partial_then_fault) if fix.name == "vlm_mask_on_npu" else fix
     for fix in catalogue.FIXES
 )
 import verl.workers.engine  # noqa: E402, F401
