@@ -71,8 +71,8 @@ def test_a_multiprocessing_spawn_child_that_imports_megatron_gets_megatron_adapt
 
 
 def test_without_megatron_adaptor_installed_megatron_imports_exactly_as_before(tmp_path):
-    """npu_shim's only trace is its sitecustomize, its watcher, and the package with the watcher's first_import (which
-    found no MegatronAdaptor); with MegatronAdaptor installed it imports it."""
+    """npu_shim's only trace is its sitecustomize and the watcher it handed over to (which found no MegatronAdaptor),
+    with the package and its settings; with MegatronAdaptor installed it imports it."""
     first = ["megatron.core"]
     with_adaptor = run_python_file(IMPORTS, environment(shim=True), *first, cwd=tmp_path).report
     assert with_adaptor["megatron_first"] == []
@@ -85,7 +85,7 @@ def test_without_megatron_adaptor_installed_megatron_imports_exactly_as_before(t
         "npu_shim.settings",
         "npu_shim.watcher",
     }
-    assert with_shim["meta_path"] == ["sitecustomize", *without["meta_path"]]  # the bootstrap module: the watcher
+    assert with_shim["meta_path"] == ["npu_shim.watcher", *without["meta_path"]]  # in the bootstrap's place
 
 
 def test_the_stand_in_records_megatron_first_where_it_came_late(tmp_path):
