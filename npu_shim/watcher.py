@@ -53,7 +53,7 @@ def find_spec(name: str, path: object = None, target: object = None) -> "_Module
 
             read_all()  # each bad value reported here, once, not by every interpreter that starts
         install_hook()
-    elif top == MEGATRON and ADAPTOR not in sys.modules and found(ADAPTOR):
+    elif top == MEGATRON and adaptor_wanted():
         return before_megatron(name)
     return None
 
@@ -104,12 +104,7 @@ def adaptor_wanted() -> bool:
 
 def before_megatron(fullname: str) -> "_ModuleSpec | None":
     """Import MegatronAdaptor before ``fullname`` (a Megatron module); a failure is reported once (strict: raised).
-
-    Returns None (Python goes on to the next finder), unless MegatronAdaptor imported ``fullname`` itself: that
-    module is then handed back as it is, or Python would run Megatron twice.
-    """
-    if not switch(ADAPTOR_SWITCH):
-        return None
+    Returns None (the next finder's spec) unless MegatronAdaptor imported ``fullname`` itself: then that module."""
     try:
         __import__(ADAPTOR)
     except Exception as error:  # MegatronAdaptor's own: Megatron must still import, as it would have
