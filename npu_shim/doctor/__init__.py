@@ -1,10 +1,9 @@
 """``npu-shim doctor``: will new interpreters and Ray workers started from here get the shim?
 
-It judges the environment it was started in, not the one ``import npu_shim`` made: it starts a fresh interpreter
-with that environment as given (``--ray``: a task in a worker of a running cluster), where ``probe`` reads start-up,
-imports verl and ``verl.workers.engine`` as a worker would, and reports (``verl_state``, ``mindspeed_state``,
-``bridge_state``); here ``routes`` judges how the shim got there, ``render`` writes text. The statuses and exit codes:
-docs/usage.md; the report and its JSON: ``report``.
+It judges the environment it was started in, not the one ``import npu_shim`` made: ``probe`` runs in a fresh
+interpreter with that environment as given (``--ray``: ``ray_probe``, a task in a worker of a running cluster) and
+reports (``verl_state``, ``mindspeed_state``, ``bridge_state``); here ``routes`` judges how the shim got there and
+``render`` writes text. The statuses and exit codes: docs/usage.md; the report and its JSON: ``report``.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ from typing import Any
 import npu_shim
 from npu_shim.doctor.report import ERROR, PROBLEM, Report
 
-FRESH_INTERPRETER = "a fresh interpreter"
-
 
 def environment_as_given() -> dict[str, str]:
     """This process's environment without what ``import npu_shim`` added to it."""
@@ -30,8 +27,7 @@ def environment_as_given() -> dict[str, str]:
     return propagation.environ_as_given() if propagation is not None else dict(os.environ)
 
 
-def shim_parent() -> str:
-    """The directory that holds this npu_shim package: the probe's way to its report code."""
+def shim_parent() -> str:  # the directory that holds this npu_shim: the probe's way to its report code
     return str(Path(npu_shim.__file__).resolve().parent.parent)
 
 
@@ -55,11 +51,7 @@ def probe_in_fresh_interpreter(timeout: float, device: str | None = None) -> dic
             )
         except subprocess.TimeoutExpired as error:
             raise RuntimeError(f"the probe did not finish within {timeout:g} s") from error
-    lines = completed.stdout.strip().splitlines()
-    try:
-        return json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError) as error:
-        raise RuntimeError(f"the probe exited {completed.returncode}: {completed.stderr.strip()[-2000:]}") from error
+    return probe.last_json_line(completed.stdout, completed.stderr, "the probe", completed.returncode)
 
 
 def collect(
@@ -69,13 +61,10 @@ def collect(
     device (``--device npu`` where an image is built), whatever device the probe sees."""
     from npu_shim.doctor import ray_probe, routes
 
-    where = ray_probe.where(ray_address) if use_ray else FRESH_INTERPRETER
+    where = ray_probe.where(ray_address) if use_ray else "a fresh interpreter"
     try:
         if use_ray:
-            probed, resolved = ray_probe.probe_on_ray(
-                ray_address, timeout, shim_parent(), environment_as_given(), device
-            )
-            where = ray_probe.where(resolved)
+            probed, where = ray_probe.probe_on_ray(ray_address, timeout, shim_parent(), environment_as_given(), device)
         else:
             probed = probe_in_fresh_interpreter(timeout, device)
         report = Report.from_json(probed)
@@ -87,8 +76,7 @@ def collect(
     if report.probe is None:  # no probe: nothing more to judge
         return report
     if report.shim is None:  # the probe ran but could not load npu_shim's report code there
-        device = report.assumed_device or report.device
-        fails = device == "npu" and not report.value_model_megatron_resolves
+        fails = (report.assumed_device or report.device) == "npu" and not report.value_model_megatron_resolves
         return replace(report, status=PROBLEM if fails else ERROR, error=report.probe.report_error)
     return replace(report, routes=routes.judge(report))
 

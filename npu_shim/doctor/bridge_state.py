@@ -17,14 +17,12 @@ from types import ModuleType
 from npu_shim.doctor.report import Bridge, ImportFailure
 
 MEGATRON_BRIDGE = "Megatron-Bridge"
-MBRIDGE = "mbridge"
 VERL_BRIDGE_MODULE = "verl.models.mcore.bridge"  # what verl's Megatron engine imports for Megatron-Bridge
 MEGATRON_ENGINE_MODULE = "verl.workers.engine.megatron"
 VANILLA = (
     "set vanilla_mbridge=True for each Megatron role (actor_rollout_ref.actor.megatron.vanilla_mbridge=True "
     "critic.megatron.vanilla_mbridge=True: the legacy mbridge, deprecated in verl)"
 )
-WAYS_OUT = f"install Megatron-Bridge (verl's Ascend images: pip install --no-deps megatron-bridge), or {VANILLA}"
 # The oldest megatron-core Megatron-Bridge imports on: 0.5.0 (what verl's images install; 0.4.0 to 0.6.2 need Python
 # 3.12) imports megatron.core modules and names that 0.12 to 0.17 lack (measured 2026-12-06: 0.17.1 fails with
 # `cannot import name 'safe_get_world_size'`, 0.18.0 imports). Below it only the legacy mbridge builds.
@@ -32,24 +30,24 @@ OLDEST_MEGATRON_FOR_BRIDGE = (0, 18)
 MEGATRON_VERSION_MODULE = "megatron.core.package_info"  # megatron-core's __version__, installed or from source
 
 
+def error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
 def import_or_failure(module: str) -> tuple[ModuleType | None, ImportFailure | None]:
-    """``module`` imported here, or how that failed."""
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
             return importlib.import_module(module), None
     except Exception as error:
         missing = error.name if isinstance(error, ModuleNotFoundError) else None
-        return None, ImportFailure(module, f"{type(error).__name__}: {error}", missing)
+        return None, ImportFailure(module, error_text(error), missing)
 
 
 def default_bridge() -> str | None:
     """The bridge verl's default engine config builds through: None where this verl has no such choice (0.6.x)."""
     config = sys.modules.get("verl.workers.config")
-    fields = getattr(getattr(config, "McoreEngineConfig", None), "__dataclass_fields__", {})
-    vanilla = fields.get("vanilla_mbridge")
-    if vanilla is None:
-        return None
-    return MBRIDGE if vanilla.default else MEGATRON_BRIDGE
+    vanilla = getattr(getattr(config, "McoreEngineConfig", None), "__dataclass_fields__", {}).get("vanilla_mbridge")
+    return None if vanilla is None else "mbridge" if vanilla.default else MEGATRON_BRIDGE
 
 
 def bridge_state() -> Bridge:
@@ -62,23 +60,15 @@ def bridge_state() -> Bridge:
     return Bridge(default, failure, meaning(failure))
 
 
-def megatron_version() -> tuple[int, int] | None:
-    """megatron-core's (major, minor) here, read from Megatron itself (None: not installed, or unreadable)."""
-    module = sys.modules.get(MEGATRON_VERSION_MODULE) or import_or_failure(MEGATRON_VERSION_MODULE)[0]
-    parts = str(getattr(module, "__version__", "")).split(".")[:2]
-    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(part.isdigit() for part in parts) else None
-
-
 def meaning(failure: ImportFailure | None) -> str | None:
     """What a failed import of Megatron-Bridge means for verl's Megatron engines, and the ways out this Megatron
     leaves: below megatron-core 0.18 Megatron-Bridge cannot import, so only the legacy mbridge."""
     if failure is None:
         return None
-    missing, megatron = failure.missing, megatron_version()
-    ways_out = WAYS_OUT
-    if missing in ("megatron.bridge", "megatron"):
+    ways_out = f"install Megatron-Bridge (verl's Ascend images: pip install --no-deps megatron-bridge), or {VANILLA}"
+    if failure.missing in ("megatron.bridge", "megatron"):
         cause = "Megatron-Bridge is not installed"
-    elif missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU that is TENPU's name
+    elif failure.missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU: TENPU's name
         cause = (
             "Megatron-Bridge is installed but imports Transformer Engine, which is not (on an NPU: "
             "TransformerEngineNPU, module transformer_engine)"
@@ -86,10 +76,13 @@ def meaning(failure: ImportFailure | None) -> str | None:
         ways_out = f"install TransformerEngineNPU, or {VANILLA}"
     else:
         cause = f"`import {failure.module}` fails: {failure.error}"
-    if megatron is not None and megatron < OLDEST_MEGATRON_FOR_BRIDGE:
+    megatron = sys.modules.get(MEGATRON_VERSION_MODULE) or import_or_failure(MEGATRON_VERSION_MODULE)[0]
+    parts = str(getattr(megatron, "__version__", "")).split(".")[:2]  # megatron-core's (major, minor)
+    version = tuple(map(int, parts)) if len(parts) == 2 and all(map(str.isdigit, parts)) else None
+    if version is not None and version < OLDEST_MEGATRON_FOR_BRIDGE:
         ways_out = (
             f"{VANILLA}, with mbridge installed (pip install mbridge); Megatron-Bridge does not import beside "
-            f"megatron-core {megatron[0]}.{megatron[1]} (it needs {OLDEST_MEGATRON_FOR_BRIDGE[0]}."
+            f"megatron-core {version[0]}.{version[1]} (it needs {OLDEST_MEGATRON_FOR_BRIDGE[0]}."
             f"{OLDEST_MEGATRON_FOR_BRIDGE[1]} or later)"
         )
     return (

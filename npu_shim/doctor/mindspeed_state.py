@@ -7,7 +7,6 @@ docs/mindspeed-lines.md has the table this condenses.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -31,8 +30,7 @@ INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSp
 PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
 
 
-def stack() -> Report:
-    """What of the MindSpeed stack is found here (not imported: that could patch Megatron), as a report's fields."""
+def stack() -> Report:  # found, not imported: that could patch Megatron
     return Report(
         mindspeed_installed=found("mindspeed"),
         megatron_adaptor_installed=watcher.found(watcher.ADAPTOR),
@@ -40,17 +38,14 @@ def stack() -> Report:
     )
 
 
-def package_folder(package: ModuleType | None) -> str | None:
-    """The folder an imported package came from (which verl or MindSpeed of several on the path); None where it is
-    not imported or has no file (a namespace package)."""
+def package_folder(package: ModuleType | None) -> str | None:  # which verl or MindSpeed of several on the path
     file = getattr(package, "__file__", None)
     return os.path.dirname(os.path.abspath(file)) if file else None
 
 
 def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> AdaptorOrder:
-    """MegatronAdaptor before Megatron here. ``activated_at_start``: how npu_shim was active at start-up (only from
-    then on does its watcher import MA at Megatron's first import); ``megatron_at_adaptor``: the Megatron modules
-    imported when the probe first looked for ``megatron_adaptor`` (None: it never did)."""
+    """MegatronAdaptor before Megatron here: only a shim active from start-up imports it at Megatron's first import.
+    ``megatron_at_adaptor``: the Megatron modules imported when the probe first looked for it (None: it never did)."""
     installed = watcher.found(watcher.ADAPTOR)
     megatron = watcher.megatron_modules()
     if not installed or not megatron:
@@ -86,22 +81,16 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
 
 
 def with_mindspeed(report: Report, layout: VerlLayout) -> Report:
-    """``report`` with what this MindSpeed offers verl, what that means here, and why verl bound no ``repatch``.
-
-    ``repatch_importable`` is whether verl's MindSpeed engine module bound ``repatch`` (what verl calls). Where it
-    bound none and a MindSpeed is installed, the probe imports ``mindspeed.megatron_adaptor`` itself; where that
-    works and MegatronAdaptor is installed, ``transformer_engine`` (Megatron's import of it is guarded: without it
-    verl's Transformer Engine layer specs and MindSpeed 0.18's norms fail only when built).
-    """
+    """``report`` with what this MindSpeed offers verl and what that means here. Where MindSpeed and MegatronAdaptor
+    are installed, the probe imports ``transformer_engine`` too: Megatron's import of it is guarded, and without it
+    verl's Transformer Engine layer specs and MindSpeed 0.18's norms fail only when built."""
     repatch = getattr(layout.mindspeed_impl, "repatch", None)  # importing mindspeed here could patch Megatron
     context_parallel_wrapper = None
     if sys.modules.get(ADAPTOR) is not None:  # verl imported MindSpeed already: one more module patches nothing
-        try:
-            cp_utils = importlib.import_module("mindspeed.core.context_parallel.model_parallel_utils")
-            context_parallel_wrapper = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
-        except Exception as error:
-            logger.debug("MindSpeed's context-parallel utilities did not import: %s: %s", type(error).__name__, error)
-            context_parallel_wrapper = False
+        cp_utils, failure = import_or_failure("mindspeed.core.context_parallel.model_parallel_utils")
+        context_parallel_wrapper = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
+        if failure is not None:
+            logger.debug("MindSpeed's context-parallel utilities did not import: %s", failure.error)
     offer = MindSpeedOffer(
         repatch_importable=repatch is not None,
         source=package_folder(sys.modules.get("mindspeed")),

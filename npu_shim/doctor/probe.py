@@ -23,8 +23,7 @@ ENV_VARIABLES += ("NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR", "NPU_SHIM_D
 class MegatronOrder:
     """Finds nothing: notes the Megatron modules already imported when ``megatron_adaptor`` is first looked for."""
 
-    def __init__(self) -> None:
-        self.at_adaptor: list[str] | None = None  # None: not looked for while this was in sys.meta_path
+    at_adaptor: list[str] | None = None  # None: not looked for while this was in sys.meta_path
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
         if fullname == "megatron_adaptor" and self.at_adaptor is None:
@@ -32,9 +31,9 @@ class MegatronOrder:
 
 
 def _shim_via() -> str | None:
-    shim = sys.modules.get("npu_shim")
-    if shim is not None and hasattr(shim, "activated_via"):
-        return shim.activated_via()
+    activated_via = getattr(sys.modules.get("npu_shim"), "activated_via", None)
+    if activated_via is not None:
+        return activated_via()
     # npu_shim's sitecustomize activates without importing npu_shim: its finder is the sign
     return "sitecustomize" if any(hasattr(f, WATCHER_GLOBAL) for f in sys.meta_path) else None
 
@@ -55,35 +54,7 @@ def _verl_plugin() -> str | None:  # the npu_shim entry point of verl.plugins he
     return found[0].value if found else None
 
 
-def start_state() -> dict[str, Any]:
-    """What start-up left (``npu_shim.doctor.report.ProbeState``'s first fields)."""
-    sitecustomize = sys.modules.get("sitecustomize")
-    return {
-        "python": sys.executable,
-        "python_version": ".".join(map(str, sys.version_info[:3])),
-        "pid": os.getpid(),
-        "environment": {name: os.environ.get(name) for name in ENV_VARIABLES},
-        "sitecustomize": getattr(sitecustomize, "__file__", None),
-        "sitecustomize_is_npu_shim": hasattr(sitecustomize, WATCHER_GLOBAL),
-        "activated_at_start": _shim_via(),
-        "npu_shim_origin": _npu_shim_origin(),
-        "verl_plugin": _verl_plugin(),
-    }
-
-
-def _import_verl() -> str | None:
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
-            import verl  # noqa: F401
-    except Exception as error:
-        return f"{type(error).__name__}: {error}"
-    return None
-
-
-def _import_inactive(shim_parent: str | None) -> None:
-    """Import npu_shim without activating it, where start-up and verl did not."""
-    if "npu_shim" in sys.modules:
-        return
+def _import_inactive(shim_parent: str | None) -> None:  # where start-up and verl did not import npu_shim
     if _npu_shim_origin() is None and shim_parent:
         sys.path.append(shim_parent)  # last: it hides nothing of this interpreter's own
     before = os.environ.get("NPU_SHIM_DISABLE")
@@ -111,6 +82,45 @@ def device_assumed(device: str | None) -> Iterator[None]:
         module.get_device_name = seen  # a Ray worker lives on
 
 
+def probe(shim_parent: str | None = None, assumed_device: str | None = None) -> dict[str, Any]:
+    """The report here, as JSON; without npu_shim here, what this file reads itself. ``assumed_device``: look
+    engines up for it (``doctor --device``)."""
+    sitecustomize = sys.modules.get("sitecustomize")
+    state: dict[str, Any] = dict(  # npu_shim.doctor.report.ProbeState's fields
+        python=sys.executable,
+        python_version=".".join(map(str, sys.version_info[:3])),
+        pid=os.getpid(),
+        environment={name: os.environ.get(name) for name in ENV_VARIABLES},
+        sitecustomize=getattr(sitecustomize, "__file__", None),
+        sitecustomize_is_npu_shim=hasattr(sitecustomize, WATCHER_GLOBAL),
+        activated_at_start=_shim_via(),
+        npu_shim_origin=_npu_shim_origin(),
+        verl_plugin=_verl_plugin(),
+        verl_import_error=None,
+        report_error=None,
+    )
+    order = MegatronOrder()  # first: it must see MegatronAdaptor's lookup even where npu_shim's watcher makes it
+    sys.meta_path.insert(0, order)
+    try:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
+                import verl  # noqa: F401
+        except Exception as error:
+            state["verl_import_error"] = f"{type(error).__name__}: {error}"
+        state["activated_after_verl"] = _shim_via()
+        try:
+            if "npu_shim" not in sys.modules:
+                _import_inactive(shim_parent)
+            from npu_shim.doctor import verl_state
+        except Exception as error:
+            state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
+            return {"probe": state, **_minimal_verl_facts(assumed_device)}
+        report = verl_state.collect(state["verl_import_error"], assumed_device, device_assumed)
+    finally:
+        sys.meta_path.remove(order)  # a Ray worker lives on
+    return verl_state.with_probe(report, state, order.at_adaptor).to_json()
+
+
 def _minimal_verl_facts(assumed_device: str | None) -> dict[str, Any]:
     """Without npu_shim here: the device verl sees and the critic's lookup, under ``Report``'s keys."""
     facts: dict[str, Any] = {
@@ -134,26 +144,12 @@ def _minimal_verl_facts(assumed_device: str | None) -> dict[str, Any]:
     return facts
 
 
-def probe(shim_parent: str | None = None, assumed_device: str | None = None) -> dict[str, Any]:
-    """The report here, as JSON; without npu_shim here, what this file reads itself. ``assumed_device``: look
-    engines up for it (``doctor --device``)."""
-    state = start_state()
-    order = MegatronOrder()  # first: it must see MegatronAdaptor's lookup even where npu_shim's watcher makes it
-    sys.meta_path.insert(0, order)
+def last_json_line(stdout: str, stderr: str, who: str, returncode: int) -> Any:
+    """The probe's answer, the last line its interpreter printed, in the doctor; else RuntimeError."""
     try:
-        state["verl_import_error"] = _import_verl()
-        state["activated_after_verl"] = _shim_via()
-        try:
-            _import_inactive(shim_parent)
-            from npu_shim.doctor import verl_state
-        except Exception as error:
-            state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
-            return {"probe": state, **_minimal_verl_facts(assumed_device)}
-        state["report_error"] = None
-        report = verl_state.collect(state["verl_import_error"], assumed_device, device_assumed)
-    finally:
-        sys.meta_path.remove(order)  # a Ray worker lives on
-    return verl_state.with_probe(report, state, order.at_adaptor).to_json()
+        return json.loads(stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise RuntimeError(f"{who} exited {returncode}: {stderr.strip()[-2000:]}") from None
 
 
 if __name__ == "__main__":  # python -c <this source> [SHIM_PARENT [DEVICE]]

@@ -7,14 +7,12 @@ interpreter of its own session, which the doctor ends whole at ``--timeout`` or 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +25,6 @@ from npu_shim.doctor.ray_probe import connect_and_probe
 print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {timeout!r}, {shim_parent!r}, {device!r})))
 """
 GRACE = 2.0  # seconds the client keeps, of the doctor's timeout, to say why it had no answer
-
-
-def _probe_function() -> Any:  # pickled by value: the worker needs no npu_shim to run it
-    source = Path(probe.__file__).read_text(encoding="utf-8")
-    namespace: dict[str, Any] = {"__name__": "npu_shim_doctor_probe"}  # not in sys.modules: by value
-    exec(compile(source, probe.__file__, "exec"), namespace)
-    return namespace["probe"]
-
-
 # What the doctor takes instead of the `--address` flag of Ray's own advice (ray.init reads RAY_ADDRESS for "auto").
 ADVICE = (
     "Name the cluster to probe: npu-shim doctor --ray ADDRESS (or RAY_ADDRESS=ADDRESS with --ray alone), "
@@ -58,7 +47,10 @@ def connect_and_probe(
         from ray.exceptions import GetTimeoutError
     except ImportError as error:
         return {"error": f"ray is not importable here ({error})"}
-    task = ray.remote(num_cpus=0, max_retries=0)(_probe_function())
+    # pickled by value, not in sys.modules: the worker needs no npu_shim to run it
+    namespace: dict[str, Any] = {"__name__": "npu_shim_doctor_probe"}
+    exec(compile(Path(probe.__file__).read_text(encoding="utf-8"), probe.__file__, "exec"), namespace)
+    task = ray.remote(num_cpus=0, max_retries=0)(namespace["probe"])
     try:
         context = ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR")
     except Exception as error:  # ConnectionError when nothing runs there (when Ray gives up at all)
@@ -80,33 +72,14 @@ def connect_and_probe(
         ray.shutdown()
 
 
-class _Interrupted(Exception):
+class _Interrupted(Exception):  # not InterruptedError: the selectors under communicate() swallow that one
     pass
-
-
-@contextlib.contextmanager
-def _interrupts_raise() -> Iterator[None]:
-    """SIGTERM and SIGINT end the wait, and so the client, not the doctor alone."""
-
-    def interrupted(signum: int, frame: Any) -> None:
-        raise _Interrupted(signal.Signals(signum).name)
-
-    try:
-        previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGTERM, signal.SIGINT)}
-    except ValueError:  # not the main thread: a library caller keeps its own handlers
-        yield
-        return
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def probe_on_ray(
     address: str | None, timeout: float, shim_parent: str, env: dict[str, str], device: str | None = None
 ) -> tuple[dict[str, Any], str]:
-    """The probe's report from a Ray worker within ``timeout`` s, and the cluster's address; else RuntimeError."""
+    """The probe's report from a Ray worker within ``timeout`` s, and where it ran; else RuntimeError."""
     deadline = time.time() + timeout - GRACE
     client = subprocess.Popen(
         [
@@ -120,29 +93,30 @@ def probe_on_ray(
         text=True,
         start_new_session=True,
     )
+
+    def interrupted(signum: int, frame: Any) -> None:  # SIGTERM and SIGINT end the client, not the doctor alone
+        raise _Interrupted(signal.Signals(signum).name)
+
+    previous = {}
     try:
-        with _interrupts_raise():
-            stdout, stderr = client.communicate(timeout=timeout)
+        with contextlib.suppress(ValueError):  # not the main thread: a library caller keeps its own handlers
+            previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGTERM, signal.SIGINT)}
+        stdout, stderr = client.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"no answer from {where(address)} within {timeout:g} s (connecting included)") from None
     except _Interrupted as signal_name:
         raise RuntimeError(f"interrupted by {signal_name} while waiting for {where(address)}") from None
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(client.pid, signal.SIGKILL)
         client.wait()
-    try:
-        answer = json.loads(stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        raise RuntimeError(f"the Ray client exited {client.returncode}: {stderr.strip()[-2000:]}") from None
+    answer = probe.last_json_line(stdout, stderr, "the Ray client", client.returncode)
     if "error" in answer:
         raise RuntimeError(answer["error"])
-    return answer["report"], answer.get("address") or where_address(address)
+    return answer["report"], where(answer.get("address") or address)
 
 
-def where_address(address: str | None) -> str:  # as asked for, before Ray resolves "auto"
-    return address or os.environ.get("RAY_ADDRESS") or "auto"
-
-
-def where(address: str | None) -> str:
-    return f"a Ray worker of the cluster at {where_address(address)}"
+def where(address: str | None) -> str:  # the cluster Ray connected to, or the one asked for
+    return f"a Ray worker of the cluster at {address or os.environ.get('RAY_ADDRESS') or 'auto'}"

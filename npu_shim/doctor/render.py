@@ -128,35 +128,27 @@ def _resolution_text(report: Report) -> str:
 
 
 def _status_text(report: Report) -> str:
-    status = f"{report.status} (exit {report.exit_code})"
     failure, engine_failure = report.mindspeed_import_error, report.transformer_engine_import_error
+    problem, why = report.status == PROBLEM and report.shim is not None, None
     if report.status == NOT_JUDGED:
-        return (
-            f"{status}: verl looks up {report.engine_device} engines here, not npu; run the doctor where the workers "
-            "see an NPU, or with --device npu"
+        why = (
+            f"verl looks up {report.engine_device} engines here, not npu; run the doctor where the workers see an "
+            "NPU, or with --device npu"
         )
-    if report.status != PROBLEM or report.shim is None:
-        return status
-    if failure:
-        return (
-            f"{status}: MindSpeed is installed but `import {failure.module}` fails, so verl runs every MindSpeed "
-            "patch off"
+    elif problem and failure:
+        why = f"MindSpeed is installed but `import {failure.module}` fails, so verl runs every MindSpeed patch off"
+    elif problem and engine_failure:
+        why = (
+            f"MegatronAdaptor is installed but `import {engine_failure.module}` fails ({engine_failure.error}), so "
+            "Megatron has no Transformer Engine and verl's Megatron models do not build"
         )
-    if engine_failure:
-        return (
-            f"{status}: MegatronAdaptor is installed but `import {engine_failure.module}` fails "
-            f"({engine_failure.error}), so Megatron has no Transformer Engine and verl's Megatron models do not build"
-        )
-    if report.bridge.import_error:
-        return (
-            f"{status}: verl's default Megatron-Bridge does not import, so no Megatron engine of its default config "
-            "builds"
-        )
-    return status
+    elif problem and report.bridge.import_error:
+        why = "verl's default Megatron-Bridge does not import, so no Megatron engine of its default config builds"
+    status = f"{report.status} (exit {report.exit_code})"
+    return f"{status}: {why}" if why else status
 
 
 def render(report: Report) -> str:
-    """The whole report as text."""
     lines = _probe_lines(report)
     if report.shim is not None:
         lines += _verl_lines(report)

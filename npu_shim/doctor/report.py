@@ -1,10 +1,7 @@
-"""The doctor's report: the typed values every part of the doctor builds and reads, and their JSON (``--json``).
-
-The JSON is :class:`Report` written by :func:`dataclasses.asdict` (:func:`to_json`) and read back by :func:`read`: one
-flat object whose keys are the fields' names (:data:`JSON_NAMES`: the two that are no Python name), every key in
-every report, null where nothing was read. It stays flat because users' scripts and CI have read these keys since
-0.1.0 (new keys may be added, none is taken away). The codec is ours, not cattrs' or pydantic's: it runs in every
-probed interpreter and Ray worker, where npu_shim brings wrapt and nothing else.
+"""The doctor's report (``--json``): :class:`Report` written by :func:`dataclasses.asdict`, read back by :func:`read`;
+one flat object whose keys are the fields' names (:data:`JSON_NAMES`: the two that are no Python name). It stays flat
+because users' scripts and CI have read these keys since 0.1.0. The codec is ours, not cattrs' or pydantic's: it runs
+in every probed interpreter and Ray worker, where npu_shim brings wrapt and nothing else.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ T = TypeVar("T")
 
 
 def to_json(value: Any) -> dict[str, Any]:
-    """A report's dataclass as JSON-ready dicts, lists and scalars."""
     return dataclasses.asdict(value, dict_factory=lambda items: {JSON_NAMES.get(k, k): v for k, v in items})
 
 
@@ -43,11 +39,10 @@ def read(cls: type[T], data: Any) -> T:
             values[item.name] = _read(hints[item.name], data[key], f"{cls.__name__}.{key}")
     try:
         return cls(**values)
-    except TypeError:  # a required key is missing: another npu_shim's report
+    except TypeError:  # a required key is missing (default and default_factory both MISSING): another npu_shim's
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-        required = [f for f in fields if f.init and f.default is f.default_factory]  # both MISSING: no default
-        missing = [JSON_NAMES.get(f.name, f.name) for f in required if f.name not in values]
-        raise ValueError(f"{cls.__name__}: no {', '.join(missing)}") from None
+        missing = [f.name for f in fields if f.init and f.default is f.default_factory and f.name not in values]
+        raise ValueError(f"{cls.__name__}: no {', '.join(JSON_NAMES.get(name, name) for name in missing)}") from None
 
 
 def _read(hint: Any, value: Any, where: str) -> Any:
@@ -105,8 +100,7 @@ class Routes:
     verl_plugins: Route
     effective: str | None = None  # the route that gave the probed interpreter the shim
 
-    def by_name(self) -> dict[str, Route]:
-        """The routes in the order they act: start-up, then verl's modules, then its plugins."""
+    def by_name(self) -> dict[str, Route]:  # in the order they act: start-up, verl's modules, its plugins
         return {JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in dataclasses.fields(self)[:3]}
 
 
@@ -170,9 +164,7 @@ class TorchNpu:
 
 
 @dataclass(frozen=True)
-class ImportFailure:
-    """An import the probe made itself, to say what a guarded import (verl's, Megatron's) hid."""
-
+class ImportFailure:  # of an import the probe made itself, to say what a guarded import (verl's, Megatron's) hid
     module: str
     error: str  # "Type: message"
     missing: str | None = None  # the name of a ModuleNotFoundError: the module that is not installed
@@ -188,9 +180,7 @@ class MindSpeedOffer:
 
 
 @dataclass(frozen=True)
-class AdaptorOrder:
-    """MegatronAdaptor before Megatron in processes started as the probed one. Changes no status."""
-
+class AdaptorOrder:  # MegatronAdaptor before Megatron in processes started as the probed one (changes no status)
     installed: bool
     before_megatron: bool
     megatron_first: list[str] | None  # Megatron modules imported before it in the probe ([]: it came first)
@@ -206,10 +196,8 @@ class Bridge:
 
 @dataclass(frozen=True)
 class Report:
-    """The doctor's report, in one of three shapes: **full** (npu_shim's report code ran in the probed
-    interpreter: ``shim`` is set), **lookup only** (npu_shim was not importable there: ``probe`` and the critic's
-    lookup, which ``probe.py`` reads itself under these keys), **no probe** (it crashed, timed out, or no Ray
-    cluster answered: ``error``)."""
+    """**full** (npu_shim's report code ran in the probed interpreter: ``shim`` is set), **lookup only** (npu_shim
+    was not importable there: ``probe`` and the critic's lookup, read by ``probe.py``) or **no probe** (``error``)."""
 
     status: str = ERROR  # OK, NOT_JUDGED, PROBLEM (exit 1), "not applicable" (no verl), ERROR (exit 2)
     error: str | None = None  # why there is no full report

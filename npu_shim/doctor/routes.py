@@ -1,61 +1,47 @@
 """Which route, if any, gives the shim to new interpreters, judged from what the probe saw there: ``PYTHONPATH``
-(npu_shim's ``sitecustomize.py`` at start-up, unless a foreign one comes first or the bootstrap is another
-environment's), ``VERL_USE_EXTERNAL_MODULES=npu_shim`` and ``verl.plugins`` (both at ``import verl``; the plugin from
-verl 0.9.0, unless ``VERL_USE_EXTERNAL_PLUGINS`` leaves it out).
-"""
+(at start-up), ``VERL_USE_EXTERNAL_MODULES=npu_shim`` and ``verl.plugins`` (both at ``import verl``)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
 
-from npu_shim.doctor.report import ProbeState, PythonpathEntry, Report, Route, Routes
+from npu_shim.doctor.report import ProbeState, PythonpathEntry, Report, Route, Routes, VerlFacts
 from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 from npu_shim.settings import PACKAGE, VERL_PLUGINS, VERL_PLUGINS_POLICY
 from npu_shim.settings import VERL_MODULES as VERL_EXTERNAL
 from npu_shim.watcher import names_npu_shim
 
-PYTHONPATH = "PYTHONPATH"
-
 
 def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[PythonpathEntry]:
     """Each PYTHONPATH entry, a relative one read against ``base`` (default: this process's working directory)."""
     entries = []
-    for entry in (pythonpath or "").split(os.pathsep):
-        if not entry:
-            continue
+    for entry in filter(None, (pythonpath or "").split(os.pathsep)):
         candidate = os.path.join(base or os.curdir, entry, "sitecustomize.py")
         found = os.path.isfile(candidate)
         entries.append(PythonpathEntry(entry, candidate if found else None, found and is_npu_shim_bootstrap(candidate)))
     return entries
 
 
-def _caller_directory() -> str | None:
-    try:
-        return os.getcwd()
-    except OSError:  # the caller's directory was deleted
-        return None
-
-
 def _bootstrap_to_suggest(probe: ProbeState) -> str:
-    """The bootstrap of the npu_shim the probed interpreter imports (this doctor's own only where it finds none):
-    in a checkout ``python -m npu_shim`` runs the checkout's and ``npu-shim`` the installed one, and both suggest the
-    one a worker imports."""
-    origin = probe.npu_shim_origin
-    return bootstrap_dir(os.path.dirname(origin) if origin else None)
+    # The bootstrap of the npu_shim the probed interpreter imports (this doctor's own only where it finds none): in a
+    # checkout `python -m npu_shim` runs the checkout's and `npu-shim` the installed one; both suggest a worker's.
+    return bootstrap_dir(os.path.dirname(probe.npu_shim_origin) if probe.npu_shim_origin else None)
 
 
 def _relative_entries_reason(probe: ProbeState) -> str | None:
     """Why a relative PYTHONPATH entry gives the shim to some processes and not others, or None."""
-    pythonpath = probe.environment.get(PYTHONPATH)
+    pythonpath = probe.environment.get("PYTHONPATH")
     relative = [entry for entry in (pythonpath or "").split(os.pathsep) if entry and not os.path.isabs(entry)]
     if not relative:
         return None
     # Python reads a relative entry against each process's own working directory: the probe started in
     # an empty one, as a Ray worker does; the caller's directory is the one the user may be thinking of.
-    here = _caller_directory()
+    try:
+        here = os.getcwd()
+    except OSError:  # the caller's directory was deleted
+        here = None
     ours_here = [entry.entry for entry in pythonpath_entries(pythonpath, here) if entry.npu_shim] if here else []
-    names = ", ".join(repr(entry) for entry in relative)
     if ours_here:
         absolute = os.path.normpath(os.path.join(here or "", ours_here[0]))
         return (
@@ -64,8 +50,9 @@ def _relative_entries_reason(probe: ProbeState) -> str | None:
             f"start elsewhere); use the absolute path: export PYTHONPATH={absolute}:$PYTHONPATH"
         )
     return (
-        f"PYTHONPATH has no npu_shim bootstrap; {names} relative, read against each process's working directory "
-        f"(not one of npu_shim's here either); export PYTHONPATH={_bootstrap_to_suggest(probe)}:$PYTHONPATH"
+        f"PYTHONPATH has no npu_shim bootstrap; {', '.join(repr(entry) for entry in relative)} relative, read against "
+        "each process's working directory (not one of npu_shim's here either); "
+        f"export PYTHONPATH={_bootstrap_to_suggest(probe)}:$PYTHONPATH"
     )
 
 
@@ -105,11 +92,10 @@ def names_at_fault(named: str, error: str) -> bool:
     return any(name != name.strip() or not name for name in names) or any(f"'{name}'" in error for name in names)
 
 
-def _verl_route(probe: ProbeState, report: Report, disabled: bool) -> Route:
+def _verl_route(probe: ProbeState, verl: VerlFacts, disabled: bool) -> Route:
     named = probe.environment.get(VERL_EXTERNAL)
     configured = names_npu_shim(named)
     works = configured and probe.activated_after_verl == VERL_EXTERNAL and not probe.verl_import_error
-    verl = report.verl
     if named and probe.verl_import_error and names_at_fault(named, probe.verl_import_error):
         reason = (
             f"import verl failed: {probe.verl_import_error} (verl imports each comma-separated name of "
@@ -123,28 +109,23 @@ def _verl_route(probe: ProbeState, report: Report, disabled: bool) -> Route:
         reason = "set, but NPU_SHIM_DISABLE is set"
     elif probe.activated_at_start is not None:
         reason = "set, but the shim was already active from start-up"
-    elif probe.verl_import_error and verl is not None and not verl.installed:
+    elif probe.verl_import_error and not verl.installed:
         reason = f"set, but verl is not installed here: nothing to patch ({probe.verl_import_error})"
     elif probe.verl_import_error:
         reason = f"import verl failed: {probe.verl_import_error} (verl itself is broken here, shim or not)"
     elif probe.npu_shim_origin is None:
         reason = f"npu_shim is not importable by {probe.python}"
     else:
-        version = verl.version if verl else None
-        reason = f"set, but this verl ({version}) did not import it (verl reads {VERL_EXTERNAL} from 0.6.0 on)"
+        reason = f"set, but this verl ({verl.version}) did not import it (verl reads {VERL_EXTERNAL} from 0.6.0 on)"
     return Route(configured, works, reason)
-
-
-def plugins_allowed(policy: str | None) -> bool:
-    """Whether verl loads our ``verl.plugins`` entry point under ``VERL_USE_EXTERNAL_PLUGINS=policy``, as verl reads
-    it: unset or ``auto`` all, ``none`` none, else the comma-separated names (lower-cased, stripped; empty: none)."""
-    policy = ("auto" if policy is None else policy).strip().lower()
-    return policy == "auto" or (policy != "none" and PACKAGE in {name.strip() for name in policy.split(",")})
 
 
 def _plugin_route(probe: ProbeState, disabled: bool) -> Route:
     installed = probe.verl_plugin is not None
     policy = probe.environment.get(VERL_PLUGINS_POLICY)
+    # as verl reads it: unset or auto all, none none, else the comma-separated names (lower-cased, stripped)
+    names = ("auto" if policy is None else policy).strip().lower()
+    allowed = names == "auto" or (names != "none" and PACKAGE in {name.strip() for name in names.split(",")})
     works = probe.activated_after_verl == VERL_PLUGINS and not probe.verl_import_error
     if not installed:
         reason = (
@@ -153,7 +134,7 @@ def _plugin_route(probe: ProbeState, disabled: bool) -> Route:
         )
     elif works:
         reason = f"import verl loaded npu_shim's {VERL_PLUGINS} entry point, which activated"
-    elif not plugins_allowed(policy):
+    elif not allowed:
         reason = (
             f"installed, but {VERL_PLUGINS_POLICY}={policy!r} keeps verl from loading it "
             f"(unset it, or add {PACKAGE} to its list)"
@@ -170,13 +151,11 @@ def _plugin_route(probe: ProbeState, disabled: bool) -> Route:
 
 
 def judge(report: Report) -> Routes:
-    """The routes, from what the probe saw (its ``probe``, and the shim and verl there)."""
-    if report.probe is None:
-        raise ValueError("routes are judged from a probe's report, and this one has no probe")
+    """The routes of a full report (a probe, and the shim and verl there), from what the probe saw."""
     probe, shim, verl = report.probe, report.shim, report.verl
-    disabled = shim is not None and shim.disabled
-    routes = [_pythonpath_route(probe, disabled), _verl_route(probe, report, disabled), _plugin_route(probe, disabled)]
-    if shim is not None and verl is not None and verl.importable and not shim.hook_loaded:
+    disabled = shim.disabled
+    routes = [_pythonpath_route(probe, disabled), _verl_route(probe, verl, disabled), _plugin_route(probe, disabled)]
+    if verl.importable and not shim.hook_loaded:
         # the hook loads only when verl is imported: a route that activated npu_shim without it gives no shim
         why = f"it activated npu_shim, but {shim.reason}"
         routes = [replace(r, works=False, reason=why) if r.works and shim.activated_via else r for r in routes]

@@ -13,14 +13,14 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
 import npu_shim
 from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, declared_functions
 from npu_shim.doctor import bridge_state, mindspeed_state
-from npu_shim.doctor.bridge_state import found
+from npu_shim.doctor.bridge_state import error_text, found
 from npu_shim.doctor.report import (
     NOT_JUDGED,
     OK,
@@ -68,23 +68,17 @@ LAYOUTS = {
     "no mindspeed engine": "no MindSpeed engine: verl's MindSpeed engine module did not import",
     "unrecognised": "unrecognised: no value engine, and an LM engine npu_shim does not know",
 }
-# The probe's device_assumed (standard library, in probe.py, which imports this module): look engines up for a device.
-Assume = Callable[[str | None], AbstractContextManager[Any]]
 
 
 def _qualified(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
 
-def _error(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
 def _shim_state() -> ShimState:
     via = npu_shim.activated_via()
     hook = sys.modules.get("npu_shim.hook")
     failure = getattr(hook, "failure", None)
-    failure_text = None if failure is None else _error(failure)
+    failure_text = None if failure is None else error_text(failure)
     disabled = switch("NPU_SHIM_DISABLE")
     reason = None
     if via is None:
@@ -117,7 +111,7 @@ def _fixes(shim: ShimState, import_errors: dict[str, str]) -> list[FixRow]:
         try:
             outcomes.update({o.fix: o for o in apply_module(module, changes)} if module is not None else {})
         except Exception as error:  # a verl the fixes cannot read: say so, do not crash the doctor
-            why = f"the fixes failed on this verl ({_error(error)})"
+            why = f"the fixes failed on this verl ({error_text(error)})"
             outcomes.update({fix.name: Outcome(fix.name, NOT_APPLICABLE, why) for fix in FIXES if fix.watches == name})
         finally:
             changes.revert()
@@ -141,12 +135,8 @@ def _judged_off(shim: ShimState) -> dict[str, str]:
             try:
                 judged[fix.name] = fix.judge(module).verdict
             except Exception as error:
-                logger.debug("%s's judgement failed: %s", fix.name, _error(error))
+                logger.debug("%s's judgement failed: %s", fix.name, error_text(error))
     return judged
-
-
-def _gap(fix: str) -> FixGap:
-    return FixGap(fix, critic_fails_without(fix))
 
 
 def _layout_id(found_by_fix: dict[str, str], registry: Any) -> str:
@@ -173,19 +163,22 @@ def _registry_rows(registry: Any) -> list[RegistryRow]:
     for model_type, backends in engines.items() if isinstance(engines, dict) else ():
         for backend, devices in backends.items():
             for key, engine_class in devices.items():
-                device, vendor = (key[0], key[1] if len(key) > 1 else None) if isinstance(key, tuple) else (key, None)
+                device, *vendor = key if isinstance(key, tuple) else (key,)  # 0.9: (device, vendor)
                 ours = is_ours(engine_class)
                 # patched: the shim replaced a method of this upstream class (the LM engine's repatch placement)
                 patched = not ours and any(is_ours(value) for value in getattr(engine_class, "__dict__", {}).values())
-                vendor = None if vendor is None else str(vendor)
-                row = RegistryRow(str(model_type), str(backend), str(device), vendor, _qualified(engine_class))
+                vendor_name = str(vendor[0]) if vendor else None
+                row = RegistryRow(str(model_type), str(backend), str(device), vendor_name, _qualified(engine_class))
                 rows.append(replace(row, origin="shim" if ours else "upstream", patched=patched))
     return sorted(rows, key=lambda row: (row.model_type, row.backend, row.device, str(row.vendor)))
 
 
+# The probe's device_assumed (standard library, in probe.py, which imports this module): look engines up for a device.
+Assume = Callable[[str | None], AbstractContextManager[Any]]
+
+
 def _lookup(registry: Any, assumed_device: str | None, assume: Assume) -> tuple[bool, str | None, str | None]:
-    """``get_engine_cls("value_model", "megatron")`` here, for ``assumed_device`` where ``assume`` makes the registry
-    look engines up for it: whether it resolves, to which class, or why not."""
+    """``get_engine_cls("value_model", "megatron")`` for ``assumed_device``: resolves, to which class, or why not."""
     if registry is None:
         return False, None, "verl has no EngineRegistry with get_engine_cls"
     try:
@@ -194,7 +187,7 @@ def _lookup(registry: Any, assumed_device: str | None, assume: Assume) -> tuple[
     except AssertionError as error:
         return False, None, str(error)
     except Exception as error:  # a verl we do not know: report, do not crash the doctor
-        return False, None, _error(error)
+        return False, None, error_text(error)
     return True, _qualified(engine_class), None
 
 
@@ -206,7 +199,6 @@ def _torch_npu() -> TorchNpu:
 
 
 def _import_failure(error: str | None) -> str:
-    """Why ``import verl`` failed here, and what that means for the processes that import it."""
     named = os.environ.get("VERL_USE_EXTERNAL_MODULES")
     if named and error and names_at_fault(named, error):
         return f"import verl fails: {error}: verl imports each name of VERL_USE_EXTERNAL_MODULES={named!r} as written"
@@ -216,51 +208,31 @@ def _import_failure(error: str | None) -> str:
     )
 
 
-def _device() -> str | None:
-    try:
-        from verl.utils.device import get_device_name
-
-        return str(get_device_name())
-    except Exception as error:
-        logger.debug("verl.utils.device.get_device_name() failed: %s", _error(error))
-        return None
-
-
-def _engine_device(registry: Any, device: str | None) -> str | None:
-    """``device``, or ``VERL_ENGINE_DEVICE`` where this verl's ``get_engine_cls`` reads it (0.9)."""
-    get_engine_cls = getattr(registry, "get_engine_cls", None)
-    code = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
-    reads_it = code is not None and "VERL_ENGINE_DEVICE" in code.co_consts
-    return (reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or device
-
-
-def collect(
-    verl_import_error: str | None = None, assumed_device: str | None = None, assume: Assume = nullcontext
-) -> Report:
+def collect(verl_import_error: str | None, assumed_device: str | None, assume: Assume) -> Report:
     """The report as read here, without the probe and the routes. ``verl_import_error``: how ``import verl`` failed
     where the probe first tried it, as a worker would (verl is not imported again). ``assumed_device``: judge as
     where verl sees that device (``doctor --device npu``); ``assume`` makes verl's registry look engines up for it."""
     # First, before anything below imports more of Megatron: the probe's MegatronOrder notes this look-up.
     report = mindspeed_state.stack()
+    verl = None if verl_import_error else sys.modules.get("verl")
+    error, engine_package, import_errors, device = verl_import_error, None, {}, None
     with contextlib.redirect_stdout(sys.stderr):  # verl and its dependencies may print; stdout carries the report
-        verl, error = None, verl_import_error
-        if verl_import_error is None:
-            try:
-                verl = importlib.import_module("verl")
-            except Exception as raised:
-                error = _error(raised)
-        engine_package, import_errors = None, {}
         if verl is not None:
             try:
                 engine_package = importlib.import_module(ENGINE_PACKAGE)
             except Exception as raised:
-                error = f"{ENGINE_PACKAGE} did not import: {_error(raised)}"
+                error = f"{ENGINE_PACKAGE} did not import: {error_text(raised)}"
             for module in dict.fromkeys(fix.watches for fix in FIXES if fix.watches != ENGINE_PACKAGE):
                 try:  # as verl's workers do: the hook judges each when it imports
                     importlib.import_module(module)
                 except Exception as raised:  # e.g. a verl older than the module, or no Megatron
-                    import_errors[module] = _error(raised)
-        device = None if verl is None else _device()
+                    import_errors[module] = error_text(raised)
+            try:
+                from verl.utils.device import get_device_name
+
+                device = str(get_device_name())
+            except Exception as raised:
+                logger.debug("verl.utils.device.get_device_name() failed: %s", error_text(raised))
     shim = _shim_state()
     report = replace(report, shim=shim, torch_npu=_torch_npu(), assumed_device=assumed_device)
 
@@ -278,8 +250,9 @@ def collect(
         )
 
     facts = VerlFacts(True, True, str(getattr(verl, "__version__", None)), mindspeed_state.package_folder(verl), error)
+    # value_model_megatron_error: the engine package's, or overwritten by the lookup
     report = replace(report, verl=facts, device=device, engine_device=assumed_device or device)
-    report = replace(report, value_model_megatron_error=error)  # the engine package's, or overwritten by the lookup
+    report = replace(report, value_model_megatron_error=error)
     if engine_package is not None:
         layout = read_layout(engine_package)
         fixes, judged_off = _fixes(shim, import_errors), _judged_off(shim)
@@ -287,14 +260,19 @@ def collect(
         lacks = {fix for fix, verdict in verdicts.items() if verdict in (APPLIED, ALREADY_APPLIED, WOULD_APPLY)}
         layout_id = _layout_id({**verdicts, **dict.fromkeys(lacks, MISSING), **judged_off}, layout.registry)
         resolves, engine_class, lookup_error = _lookup(layout.registry, assumed_device, assume)
+        # VERL_ENGINE_DEVICE where this verl's get_engine_cls reads it (0.9)
+        get_engine_cls = getattr(layout.registry, "get_engine_cls", None)
+        code = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
+        reads_it = code is not None and "VERL_ENGINE_DEVICE" in code.co_consts
+        gaps = [row.fix for row in fixes if UNRECOGNISED in (row.verdict, row.would)]
         report = replace(
             mindspeed_state.with_mindspeed(report, layout),
             fixes=fixes,
             layout=Layout(layout_id, LAYOUTS[layout_id]),
-            unrecognised=[_gap(row.fix) for row in fixes if UNRECOGNISED in (row.verdict, row.would)],
-            needed_but_off=[_gap(fix) for fix, verdict in judged_off.items() if verdict == MISSING],
+            unrecognised=[FixGap(fix, critic_fails_without(fix)) for fix in gaps],
+            needed_but_off=[FixGap(fix, critic_fails_without(fix)) for fix, v in judged_off.items() if v == MISSING],
             bridge=bridge_state.bridge_state(),
-            engine_device=_engine_device(layout.registry, assumed_device or device),
+            engine_device=(reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or assumed_device or device,
             registry=_registry_rows(layout.registry),
             value_model_megatron_resolves=resolves,
             value_model_megatron_class=engine_class,
@@ -305,26 +283,22 @@ def collect(
 
 def _judge(report: Report) -> str:
     """The status, where verl imported: judged only where verl looks up NPU engines, but for a broken MindSpeed."""
-    if report.mindspeed_import_error is not None:  # installed, unimportable: verl's MindSpeed patches all off
-        return PROBLEM
-    if report.transformer_engine_import_error is not None:  # MA's stack without TENPU: no model builds
+    # installed, unimportable: verl's MindSpeed patches all off; MegatronAdaptor's stack without TENPU: no model builds
+    if report.mindspeed_import_error is not None or report.transformer_engine_import_error is not None:
         return PROBLEM
     if report.engine_device != "npu":  # a build machine: say so, rather than "ok" for what was not seen
         return NOT_JUDGED
     breaks_critic = any(row.breaks_critic for row in [*report.unrecognised, *report.needed_but_off])
     no_bridge = report.bridge.import_error is not None  # verl's default config builds no Megatron model
-    if breaks_critic or no_bridge or not report.value_model_megatron_resolves:
-        return PROBLEM
-    return OK
+    return PROBLEM if breaks_critic or no_bridge or not report.value_model_megatron_resolves else OK
 
 
 def with_probe(report: Report, start: dict[str, Any], megatron_at_adaptor: list[str] | None) -> Report:
     """``report`` with what ``probe.py`` read of start-up (``start``) and of MegatronAdaptor's order (the Megatron
     modules imported when ``megatron_adaptor`` was first looked for)."""
     probe = read(ProbeState, start)
-    entries = pythonpath_entries(probe.environment.get("PYTHONPATH"))
     return replace(
         report,
-        probe=replace(probe, pythonpath_entries=entries),
+        probe=replace(probe, pythonpath_entries=pythonpath_entries(probe.environment.get("PYTHONPATH"))),
         megatron_adaptor=mindspeed_state.adaptor_order(probe.activated_at_start, megatron_at_adaptor),
     )
