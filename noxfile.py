@@ -174,6 +174,7 @@ ENVIRONMENTS: dict[str, Environment] = {
         # its context parallelism is TransformerEngineNPU's, trained at CP = 2 (test_training) rather than probed
         paths=(
             *(path for path in MEGATRON_DEPENDENT if "context_parallel" not in path),
+            "tests/matrix/test_cp_options.py",  # MindSpeed 0.18's double-ring options, refused before the mesh
             "tests/matrix/test_doctor.py",
             PLUGIN_ROUTE,
             *KIT,

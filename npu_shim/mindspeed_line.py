@@ -22,6 +22,7 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
+from npu_shim.fingerprint import uses
 from npu_shim.settings import warn_once
 
 logger = logging.getLogger("npu_shim")
@@ -29,6 +30,10 @@ logger = logging.getLogger("npu_shim")
 ARGS_UTILS = "mindspeed.args_utils"
 FUSION_ATTENTION = "use_flash_attn"
 BATCH_INVARIANT = "use_flash_attn_npu_batch_invariant"
+TE_ATTENTION_MODULE = "megatron.core.extensions.transformer_engine"
+MEGATRON_TRAINING = "megatron.training"
+# MindSpeed's context-parallel options for TransformerEngineNPU's ring, with their defaults (core_r0.18.0)
+TENPU_CP_OPTIONS = {"cp_window_size": 1, "use_cp_send_recv_overlap": False}
 
 # Keys npu_shim's repatch handed MindSpeed earlier in this process (MindSpeed keeps them all).
 _passed: set[str] = set()
@@ -133,3 +138,65 @@ def _refuse_context_parallelism(config: Mapping[str, Any], current: Namespace | 
             "attend only to its own part of the sequence (MindSpeed's own argument check rejects this pair: "
             "'does not support context parallelism yet'). Use context_parallel_size=1, or drop the key."
         )
+
+
+def refuse_training_arguments(config: Mapping[str, Any]) -> None:
+    """After ``repatch``: refuse a ``TEDotProductAttention.__init__`` MindSpeed wrapped to read Megatron-LM's arguments.
+
+    MindSpeed ``core_r0.18.0`` at CP > 1 with ``cp_window_size != 1`` or ``use_cp_send_recv_overlap`` wraps it to
+    hand those options to TransformerEngineNPU, read from ``megatron.training.get_args()``: Megatron-LM's training
+    arguments, which verl never initialises, so the model build dies there (``AssertionError: args is not
+    initialized.``), after the device mesh. Told by what ``repatch`` did, not by the line: a wrapper whose code
+    imports ``megatron.training`` while ``get_args()`` gives no arguments in this process.
+    """
+    module = sys.modules.get(TE_ATTENTION_MODULE)  # imported by MindSpeed's patches where it wraps anything there
+    if not _reads_training_arguments(getattr(getattr(module, "TEDotProductAttention", None), "__init__", None)):
+        return
+    failure = _training_arguments_failure()
+    if failure is None:  # Megatron-LM's arguments exist here (not verl's case): MindSpeed's wrapper reads them
+        return
+    _, current = _arguments()
+    size = config.get("context_parallel_size", getattr(current, "context_parallel_size", "> 1"))
+    keys = []
+    for key, default in TENPU_CP_OPTIONS.items():
+        value = config.get(key, getattr(current, key, default))
+        if value != default:
+            earlier = "" if key in config else " (from an earlier engine in this process: MindSpeed keeps it)"
+            keys.append(f"override_transformer_config.{key}={value!r}{earlier}")
+    named = " and ".join(keys) or "MindSpeed's cp_window_size or use_cp_send_recv_overlap"
+    raise ValueError(
+        f"{named} with context_parallel_size={size}: MindSpeed hands these double-ring options to "
+        "TransformerEngineNPU by wrapping TEDotProductAttention.__init__ to read Megatron-LM's training arguments "
+        f"(megatron.training.get_args(); here: {failure}), which verl never initialises, so the model build would "
+        "fail. Under verl leave cp_window_size at 1 and use_cp_send_recv_overlap off: context parallelism works "
+        "without them."
+    )
+
+
+def _reads_training_arguments(function: Any) -> bool:
+    """Whether ``function`` is a wrapper (``__wrapped__``, at any depth) whose code imports ``megatron.training``."""
+    seen: set[int] = set()
+    while hasattr(function, "__wrapped__") and id(function) not in seen:
+        seen.add(id(function))
+        if uses(getattr(function, "__code__", None), MEGATRON_TRAINING):
+            return True
+        function = function.__wrapped__
+    return False
+
+
+def _training_arguments_failure() -> str | None:
+    """What ``megatron.training.get_args()`` does in this process instead of giving arguments; None if it gives them.
+
+    Not imported here: Megatron-LM's arguments live in that package, so where nothing imported it none exist.
+    """
+    training = sys.modules.get(MEGATRON_TRAINING)
+    if training is None:
+        return f"nothing in this process imported {MEGATRON_TRAINING}, so nothing initialised its arguments"
+    get_args = getattr(training, "get_args", None)
+    if get_args is None:
+        return f"{MEGATRON_TRAINING} has no get_args"
+    try:
+        get_args()
+    except Exception as error:  # Megatron-LM's `args is not initialized.` assertion, or whatever else it raises
+        return f"{type(error).__name__}: {error}"
+    return None

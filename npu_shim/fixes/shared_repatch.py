@@ -44,6 +44,8 @@ def mindspeed_repatch(engine_config: Any) -> None:
     # but for the MindSpeed line in this process and what earlier engines left on in it.
     mindspeed_line.fit(config)
     repatch(config)
+    # core_r0.18.0's double-ring options make MindSpeed read Megatron-LM's arguments in every model build: refused here
+    mindspeed_line.refuse_training_arguments(config)
 
 
 def _attn_backend(name: str) -> Any:
