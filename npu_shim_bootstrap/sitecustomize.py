@@ -1,9 +1,5 @@
-"""npu_shim's start-up (__npu_shim_bootstrap__): every interpreter with this folder on PYTHONPATH runs it.
-
-It only puts itself first in sys.meta_path, where the first look-up of verl or Megatron hands over to
-npu_shim.watcher. Short on purpose: where no bytecode is cached, every start compiles it (docs/costs.md).
-_npu_shim_chain.py, beside it, decides every case but the common one.
-"""
+"""npu_shim's start-up (__npu_shim_bootstrap__): waits first in sys.meta_path for verl or Megatron, then hands over
+to npu_shim.watcher. Short: without cached bytecode each start compiles it (docs/costs.md, docs/design.md)."""
 
 import os
 import sys
