@@ -134,7 +134,7 @@ class Layout:
 @dataclass(frozen=True)
 class FixRow:
     fix: str
-    verdict: str  # npu_shim.verdicts', or "inactive"
+    verdict: str  # a verdict of npu_shim.patcher, or "inactive"
     reason: str
     would: str | None = None  # "inactive" only: "apply", or the verdict the fix would give
 

@@ -23,6 +23,7 @@ MODULE_FIXES = {
     "megatron_checkpoint_save": "megatron.core.dist_checkpointing.strategies.filesystem_async",
     "megatron_checkpoint_metadata": "megatron.core.dist_checkpointing.strategies.torch",
     "moe_layer_offset": "verl.utils.megatron.router_replay_utils",
+    "ray_npu_device_index": "verl.single_controller.base.worker",
 }
 # the shim's own repatch has #6674 and the MindSpeed-line mend; no synthetic tree holds 0.9.x's exact code
 BACKPORTED = ("applied", "applied", "applied", "not applicable", "not applicable")

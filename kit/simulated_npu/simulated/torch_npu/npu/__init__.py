@@ -4,13 +4,23 @@
 CUDA RNG tracker, which would need a real device. In compute mode
 (``NPU_SHIM_SIM_COMPUTE=1``) ``torch_npu._compute.enable`` replaces these answers with
 ``torch_npu._device_module``'s: one device, RNG state, memory figures, streams and events.
+
+``set_device`` takes an index among the visible devices, as the real one does: those
+``ASCEND_RT_VISIBLE_DEVICES`` lists where it is set (read at each call, not once at the runtime's start as CANN
+reads it), else the simulated host's :data:`HOST_NPUS`. An index at or past their count raises the real
+``RuntimeError``'s words (``Invalid device ID``, error code 107001). ``device_count()`` does not follow them (see
+above). In the default mode ``current_device()`` answers the index last set.
 """
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 SIMULATED = True
+HOST_NPUS = 8  # the NPUs of the simulated host (an Atlas 800 training server's), where no variable chooses among them
+VISIBLE_DEVICES_VARIABLE = "ASCEND_RT_VISIBLE_DEVICES"
+_current = 0  # the index set_device last set
 
 
 def is_available() -> bool:
@@ -22,11 +32,40 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    return 0
+    return _current
+
+
+def visible_device_count() -> int:
+    """The devices a process may set: ``ASCEND_RT_VISIBLE_DEVICES``'s entries where it is set, else the host's."""
+    listed = os.environ.get(VISIBLE_DEVICES_VARIABLE)
+    if listed is None:
+        return HOST_NPUS
+    return len([entry for entry in listed.split(",") if entry.strip()])
 
 
 def set_device(device: object) -> None:
-    pass
+    """Make ``device`` (an index among the visible devices, ``"npu:N"`` or a ``torch.device``) the current one."""
+    global _current
+    if isinstance(device, int):
+        index = device
+    else:
+        import torch
+
+        index = torch.device(device).index
+    if index is None or index < 0:  # as the real one: no index, nothing to set
+        return
+    count = visible_device_count()
+    if index >= count:
+        listed = os.environ.get(VISIBLE_DEVICES_VARIABLE)
+        seen = f"input visible devices:{listed}" if listed is not None else f"{count} devices on the host"
+        raise RuntimeError(
+            "SetDevice: NPU function error: c10_npu::SetDevice(device_id_), error code is 107001\n"
+            "[Error]: Invalid device ID.\n"
+            "        Check whether the device ID is valid.\n"
+            f"EE1001: The argument is invalid.Reason: Set visible device failed, invalid device={index}, {seen} "
+            "(simulated by simulated_npu)"
+        )
+    _current = index
 
 
 def manual_seed(seed: int) -> None:
