@@ -161,14 +161,32 @@ ENVIRONMENTS: dict[str, Environment] = {
     # the 9.1.0 Dockerfile paired them before verl #7604: Megatron 0.16.1 with MindSpeed core_r0.16.0, its verdicts;
     # real MindSpeed core_r0.16.0 trains both roles there (REAL_MINDSPEED), the stand-in trains 0.9.1 in the next
     # environment at every parallel size (docs/costs.md).
-    "0.9.1-py312": Environment(("verl==0.9.1", *TORCH_PY312, MEGATRON, *TRAIN), python="3.12", paths=VERDICTS),
+    # It also runs verl #7507's Ray test: 0.9.x's Worker._setup_env_cuda_visible_devices is not 0.6-0.8's.
+    "0.9.1-py312": Environment(
+        ("verl==0.9.1", *TORCH_PY312, MEGATRON, *TRAIN),
+        python="3.12",
+        paths=(*VERDICTS, "tests/ray/test_ray_npu_device_index.py"),
+    ),
     # Then the images' stack since #7604: Megatron 0.18 with MindSpeed core_r0.18.0 (the kit's MegatronAdaptor and
     # TransformerEngineNPU stand-ins), the kit's own tests on torch 2.10 beside it.
     # verl 0.9.x builds its models through Megatron-Bridge there, its default: 0.5.0, the newest that runs on
     # megatron-core 0.18 (0.6.x imports a module of 0.19's), installed --no-deps as the images install it, with what
     # it imports that verl does not bring. mbridge too, for real MindSpeed core_r0.18.0 (tests/real_mindspeed).
+    # With the A2/A3 images' own pins (Dockerfile.ascend_9.1.0_{a2,a3}_v0.9.1 install verl's requirements-npu.txt
+    # first): numpy<2 over verl's numpy>=2, pyarrow<=24, transformers 5.10.4.
     "0.9.1-py312-mcore0.18": Environment(
-        ("verl==0.9.1", *TORCH_PY312, MEGATRON_0_18, *TRAIN, *MEGATRON_BRIDGE_NEEDS),
+        (
+            "verl==0.9.1",
+            *TORCH_PY312,
+            MEGATRON_0_18,
+            *TRAIN,
+            *MEGATRON_BRIDGE_NEEDS,
+            "transformers==5.10.4",
+            *REQUIREMENTS_NPU,
+            "scipy<1.16",
+            "pandas<3",
+            *BESIDE_NUMPY_1,
+        ),
         python="3.12",
         mindspeed_line="core_r0.18.0",
         # its context parallelism is TransformerEngineNPU's, trained at CP = 2 (test_training) rather than probed
@@ -181,6 +199,7 @@ ENVIRONMENTS: dict[str, Environment] = {
         ),
         no_deps=("megatron-bridge==0.5.0",),
         bridge="megatron-bridge",
+        overrides=NUMPY_BELOW_2,
     ),
     # verl 0.9.1's A5 (Ascend 950) image: Python 3.12, torch 2.10, Megatron 0.12.0 with MindSpeed master (no
     # MegatronAdaptor, no TransformerEngineNPU), vanilla mbridge (Megatron-Bridge does not import beside megatron-core

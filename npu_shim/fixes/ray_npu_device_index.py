@@ -117,6 +117,7 @@ SETUP = Rebinding(
     change="verl #7507 (open)",
     if_left=f"a Ray worker whose NPU id is not its index in {VISIBLE} dies in set_device with torch_npu's "
     "'Invalid device ID', or takes another worker's NPU",
+    breaks_critic=True,  # every Ray worker of verl, a critic's too, dies in set_device or takes another NPU
     needs_nothing=_needs_nothing,
     replacement=setup_env_visible_devices,
     applied=f"now sets the NPU by the place of Ray's id in {VISIBLE}",

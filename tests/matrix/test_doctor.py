@@ -389,3 +389,19 @@ def test_on_core_r0_18_megatron_adaptor_comes_before_megatron_where_verl_imports
     report = _doctor(_clean_env(NPU_SHIM_SIM_MINDSPEED="core_r0.18.0", VERL_USE_EXTERNAL_MODULES="megatron.core"))
     adaptor = report["megatron_adaptor"]
     assert (adaptor["installed"], adaptor["before_megatron"], adaptor["megatron_first"]) == (True, True, []), adaptor
+
+
+def test_rays_physical_npu_ids_are_named_and_a_problem_where_their_fix_is_off() -> None:
+    """verl #7507: with Ray's NPU ids physical (NOSET) and ASCEND_RT_VISIBLE_DEVICES restricting the devices, every
+    verl Ray worker dies in set_device; the doctor names the combination, and the fix turned off is a problem."""
+    combination = {"RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1", "ASCEND_RT_VISIBLE_DEVICES": "4,5,6,7"}
+    plain = {row["fix"]: row for row in doctor(_clean_env(), ROOT.parent).report["fixes"]}["ray_npu_device_index"]
+    assert plain["verdict"] == "not applicable"
+    assert "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES is not set" in plain["reason"]
+    named = {row["fix"]: row for row in doctor(_clean_env(**combination), ROOT.parent).report["fixes"]}
+    assert named["ray_npu_device_index"]["verdict"] == "applied"
+    assert "place of Ray's id in ASCEND_RT_VISIBLE_DEVICES" in named["ray_npu_device_index"]["reason"]
+    run = doctor(_clean_env(**combination, NPU_SHIM_DISABLED_FIXES="ray_npu_device_index"), ROOT.parent)
+    assert {"fix": "ray_npu_device_index", "breaks_critic": True} in run.report["needed_but_off"]
+    assert (run.status, run.report["status"]) == (1, "problem")
+    assert "ray_npu_device_index: verl lacks its change here" in rendered(run.report)
