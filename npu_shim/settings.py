@@ -5,7 +5,7 @@ Standard library only, and nothing heavy: the package's ``__init__`` and the wat
 
 import os
 
-VERSION = "0.2.0"  # the one place it is written: npu_shim.__version__, and pyproject.toml reads it here
+VERSION = "0.3.0"  # the one place it is written: npu_shim.__version__, and pyproject.toml reads it here
 PACKAGE = "npu_shim"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 BOOTSTRAP = "npu_shim_bootstrap"  # the folder beside the package holding our sitecustomize.py (outside the package)
