@@ -1,681 +1,944 @@
 """Apply deliberate bugs to npu_shim, one at a time, and see whether the fast test layer (tests/unit) catches each.
 
-Each mutation is one textual edit of one file (``MUTATIONS``), made in a copy of the checkout
-(the working tree is never touched). A mutation is *killed* when ``pytest tests/unit -x``
-fails with it, *survived* when the unit layer stays green, and *stale* when its text is no
-longer in the file (the code moved on: update the list). Run with the unit environment that
-``make test`` builds::
+Each mutation names a behaviour, not a line: its name says what breaking it means, its ``target`` says where the
+behaviour lives, by file and qualified name (``npu_shim/patcher.py:Fix.apply``, found with ``ast``), and the bug is
+a small edit of that target alone: a whole replacement source (``source``), or an ``old``/``new`` text edit inside
+the target's own source. Code that moves within its file, or other code changing around it, leaves a mutation as it
+was; a target that no longer exists, or an ``old`` text no longer in it, is reported *stale*, by name. A target is:
 
-    .cache/envs/unit-*/bin/python scripts/mutations.py            # every mutation, about 30 s each
-    .cache/envs/unit-*/bin/python scripts/mutations.py layout      # those whose name contains "layout"
-    .cache/envs/unit-*/bin/python scripts/mutations.py chain: kit:  # ... "chain:" or "kit:"
+* in a Python file, a function, class or method (``Writer._keep``), a module-level assignment (``EXIT_CODES``),
+  a module-level ``if`` by its test (``if __name__ == "sitecustomize"``), or ``<module>`` (the whole file: for
+  module-level statements that have no name, old/new only);
+* in a JSON file, a value by its keys (``functions["verl/models/mcore/util.py:build"]["0.8.0"]``), its text being
+  the value as JSON: ``source`` is the new value's JSON text;
+* in a TOML file, a table by its header (``[project.entry-points."verl.plugins"]``), up to the next header.
 
-Exit status 1 when a mutation survived or went stale, unless it is a known survivor: one the
-unit layer cannot see, with the reason and the layer that kills it (also in docs/testing.md).
+``source=REMOVED`` removes the target. Each mutation is made in a copy of the checkout (the working tree is never
+touched). It is *killed* when ``pytest tests/unit -x`` fails with it (the first failing test is printed), *survived*
+when the unit layer stays green, and *broken* when the mutated Python does not compile or the edit changes nothing
+(a mutation must express a bug, not a syntax error). Run with the unit environment that ``make test`` builds::
+
+    .cache/envs/unit-*/bin/python scripts/mutations.py              # every mutation, 30-90 s each
+    .cache/envs/unit-*/bin/python scripts/mutations.py watcher:      # those whose name contains "watcher:"
+    .cache/envs/unit-*/bin/python scripts/mutations.py chain: kit:   # ... "chain:" or "kit:"
+    .cache/envs/unit-*/bin/python scripts/mutations.py --list        # names and targets, each target looked up
+
+Exit status 1 when a mutation survived, went stale or is broken, unless it is a known survivor: one the unit layer
+cannot see, with the reason and the layer that kills it (``survives_because``, also in docs/testing.md); 2 when the
+unit layer fails without any mutation.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+REMOVED = "<removed>"  # as ``source``: the target goes
+# Start-up runs these from the checkout's root (links) and npu_shim_bootstrap/: the copy must hold all of them.
+MUST_BE_COPIED = ("npu_shim_bootstrap/sitecustomize.py", "npu_shim_bootstrap/_npu_shim_chain.py")
+MUST_BE_LINKS = ("sitecustomize.py", "_npu_shim_chain.py")
 
 
 @dataclass(frozen=True)
 class Mutation:
-    name: str
-    path: str
-    old: str
-    new: str
+    name: str  # "area: what the broken behaviour means"
+    target: str  # "path:qualified name" (see the module's docstring)
+    source: str = ""  # the target's whole new source (dedented), or REMOVED; or
+    old: str = ""  # a text once in the target's source ...
+    new: str = ""  # ... and what it becomes
     survives_because: str = ""  # a known survivor of the unit layer: why, and which layer catches it
 
+    @property
+    def path(self) -> str:
+        return self.target.partition(":")[0]
 
+    @property
+    def qualname(self) -> str:
+        return self.target.partition(":")[2]
+
+
+KIT_NO_TORCH = "the unit layer has no torch; "
 MUTATIONS = [
-    Mutation(
-        "hook: the fixes run under the hook's lock (a fix that imports a watched module waits for itself)",
-        "npu_shim/hook.py",
-        "        results = apply_module(module, ChangeSet())\n",
-        "        with _lock:\n            results = apply_module(module, ChangeSet())\n",
-    ),
+    # --- start-up: the bootstrap and its chain (standard library, before anything of npu_shim) ---
     Mutation(
         "start-up: the common case decided without looking for a sitecustomize it hides",
-        "npu_shim_bootstrap/sitecustomize.py",
-        '(entry + "/sitecustomize.py")',
-        '(entry + "/no_such_module.py")',
+        'npu_shim_bootstrap/sitecustomize.py:if __name__ == "sitecustomize"',
+        old='(entry + "/sitecustomize.py")',
+        new='(entry + "/no_such_module.py")',
     ),
     Mutation(
         "start-up: a module imported that an empty sitecustomize does not import",
-        "npu_shim_bootstrap/sitecustomize.py",
-        "import os\nimport sys\n",
-        "import json\nimport os\nimport sys\n",
+        'npu_shim_bootstrap/sitecustomize.py:if __name__ == "sitecustomize"',
+        old="    here = os.path.dirname(__file__)\n",
+        new="    import json  # noqa: F401\n    here = os.path.dirname(__file__)\n",
     ),
     Mutation(
         "start-up: the common case taken with NPU_SHIM_DISABLE set",
-        "npu_shim_bootstrap/sitecustomize.py",
-        '        and "NPU_SHIM_DISABLE" not in os.environ\n',
-        '        and "NPU_SHIM_DISABLE" not in ()\n',
+        'npu_shim_bootstrap/sitecustomize.py:if __name__ == "sitecustomize"',
+        old='"NPU_SHIM_DISABLE" not in os.environ',
+        new='"NPU_SHIM_DISABLE" not in ()',
     ),
     Mutation(
         "start-up: the common case taken in a Python npu_shim does not serve",
-        "npu_shim_bootstrap/sitecustomize.py",
-        "        sys.version_info >= (3, 10)\n",
-        "        sys.version_info >= (2, 7)\n",
-    ),
-    Mutation(
-        "first_import: the name it came for left waiting (MegatronAdaptor's own import of Megatron comes back)",
-        "npu_shim/first_import.py",
-        "    watcher[WAITING] = tuple(name for name in watcher[WAITING] if name != top)\n",
-        "",
-    ),
-    Mutation(
-        "first_import: a bad switch value never reported where start-up no longer reads the switches",
-        "npu_shim/first_import.py",
-        "            read_all()  # reports each bad value, once\n",
-        "            pass\n",
-    ),
-    Mutation(
-        "first_import: MegatronAdaptor imported again where it is already loaded",
-        "npu_shim/first_import.py",
-        "    elif top == MEGATRON and ADAPTOR not in sys.modules and _found(ADAPTOR):\n",
-        "    elif top == MEGATRON and _found(ADAPTOR):\n",
+        'npu_shim_bootstrap/sitecustomize.py:if __name__ == "sitecustomize"',
+        old="sys.version_info >= (3, 10)",
+        new="sys.version_info >= (2, 7)",
     ),
     Mutation(
         "chain: a served interpreter with a hidden sitecustomize left without the watcher",
-        "npu_shim_bootstrap/_npu_shim_chain.py",
-        "            sys.meta_path.insert(0, bootstrap)\n",
-        "            pass\n",
+        "npu_shim_bootstrap/_npu_shim_chain.py:start",
+        old="            sys.meta_path.insert(0, bootstrap)\n",
+        new="            pass\n",
     ),
     Mutation(
+        "chain (2.7): the first entry without a sitecustomize ends the search",
+        "npu_shim_bootstrap/_npu_shim_chain.py:_run_python2",
+        old="    except ImportError:\n        return False\n",
+        new="    except ImportError:\n        return True\n",
+    ),
+    Mutation(
+        "chain (2.7): an ImportError of the user's own sitecustomize reported, which 2.7's site keeps silent",
+        "npu_shim_bootstrap/_npu_shim_chain.py:_run_python2",
+        old="        except ImportError:  # 2.7's site swallows any ImportError of sitecustomize, silently\n"
+        "            pass\n",
+        new="",
+    ),
+    Mutation(
+        "chain (3.x): an ImportError that names sitecustomize reported, which 3.x's site keeps silent",
+        "npu_shim_bootstrap/_npu_shim_chain.py:_run_python3",
+        old='        if not (isinstance(error, ImportError) and error.name == "sitecustomize"):\n'
+        "            _report(error)\n",
+        new="        _report(error)\n",
+    ),
+    # --- the watcher: the first import of verl and of Megatron ---
+    Mutation(
+        "watcher: the name it came for left waiting (MegatronAdaptor's own import of Megatron comes back)",
+        "npu_shim/watcher.py:find_spec",
+        old="    stop_waiting(top)",
+        new="    pass",
+    ),
+    Mutation(
+        "watcher: a bad switch value never reported where start-up no longer reads the switches",
+        "npu_shim/watcher.py:find_spec",
+        old="            read_all()",
+        new="            pass",
+    ),
+    Mutation(
+        "watcher: MegatronAdaptor imported again where it is already loaded",
+        "npu_shim/watcher.py:adaptor_wanted",
+        source="""
+        def adaptor_wanted() -> bool:
+            return switch(ADAPTOR_SWITCH) and found(ADAPTOR)
+        """,
+    ),
+    Mutation(
+        "watcher: the bootstrap left in sys.meta_path beside the watcher that takes over (two watchers)",
+        "npu_shim/watcher.py:take_over",
+        old="        sys.meta_path[sys.meta_path.index(bootstraps[0])] = this\n",
+        new="        sys.meta_path.insert(0, this)\n",
+    ),
+    Mutation(
+        "watcher: the bootstrap taken out and the watcher put first (the list the import system iterates shifts)",
+        "npu_shim/watcher.py:take_over",
+        old="        sys.meta_path[sys.meta_path.index(bootstraps[0])] = this\n",
+        new="        sys.meta_path.remove(bootstraps[0])\n        sys.meta_path.insert(0, this)\n",
+    ),
+    Mutation(
+        "watcher: a second watcher left beside this one where both are in sys.meta_path",
+        "npu_shim/watcher.py:take_over",
+        old="        for finder in bootstraps:\n            sys.meta_path.remove(finder)\n",
+        new="        pass\n",
+    ),
+    Mutation(
+        "route: an import of one of npu_shim's modules by its full name taken as `import npu_shim` (it activates)",
+        "npu_shim/watcher.py:route_of_this_import",
+        source="""
+        def route_of_this_import() -> "str | None":
+            if VERL in sys.modules and names_npu_shim(os.environ.get(VERL_MODULES)):
+                return VERL_MODULES
+            return "import"
+        """,
+    ),
+    Mutation(
+        "route: verl's import of the modules VERL_USE_EXTERNAL_MODULES names taken as a user's `import npu_shim`",
+        "npu_shim/watcher.py:route_of_this_import",
+        old="    if VERL in sys.modules and names_npu_shim(os.environ.get(VERL_MODULES)):\n",
+        new="    if False:\n",
+    ),
+    Mutation(
+        "route: a VERL_USE_EXTERNAL_MODULES name with blanks (which verl cannot import) taken as naming npu_shim",
+        "npu_shim/watcher.py:names_npu_shim",
+        source="""
+        def names_npu_shim(modules: "str | None") -> bool:
+            return PACKAGE in {name.strip() for name in (modules or "").split(",")}
+        """,
+    ),
+    # --- the hook and its log line ---
+    Mutation(
+        "hook: the fixes run under the hook's lock (a fix that imports a watched module waits for itself)",
+        "npu_shim/hook.py:on_module_imported",
+        old="        results = apply_module(module, Writer())\n",
+        new="        with _lock:\n            results = apply_module(module, Writer())\n",
+    ),
+    Mutation(
+        "log: the line that says where the shim changed verl written at DEBUG (nobody sees it)",
+        "npu_shim/hook.py:on_module_imported",
+        old="        logger.info(\n",
+        new="        logger.debug(\n",
+    ),
+    Mutation(
+        "log: a process where nothing changed says so anyway",
+        "npu_shim/hook.py:on_module_imported",
+        old="    if applied:",
+        new="    if results:",
+    ),
+    Mutation(
+        "log: no handler of the shim's own (INFO lost where the application set up no logging)",
+        "npu_shim/hook.py:register",
+        old="        logger.addHandler(StderrUntilConfigured())\n",
+        new="        pass\n",
+    ),
+    Mutation(
+        "log: the shim's handler writes beside the application's (the line twice)",
+        "npu_shim/hook.py:StderrUntilConfigured.__init__",
+        old="        self.addFilter(lambda record: not logging.getLogger().handlers)\n",
+        new="",
+    ),
+    Mutation(
+        "log: NPU_SHIM_LOG_LEVEL not read",
+        "npu_shim/hook.py:register",
+        old="        logger.setLevel(log_level())\n",
+        new="        logger.setLevel(logging.INFO)\n",
+    ),
+    # --- settings: the switches ---
+    Mutation(
+        "switches: NPU_SHIM_DISABLED_FIXES not honoured",
+        "npu_shim/catalogue.py:apply_module",
+        old="            if fix.name in turned_off\n",
+        new="            if False\n",
+    ),
+    Mutation(
+        "switches: an unknown fix name in NPU_SHIM_DISABLED_FIXES not reported",
+        "npu_shim/settings.py:disabled_fixes",
+        old="    if unknown:\n",
+        new="    if False:\n",
+    ),
+    # --- the patcher: the one writer, the registry of originals, "already applied" ---
+    Mutation(
+        "patcher: a binding keeps verl's function and binds nothing",
+        "npu_shim/patcher.py:Writer.bind",
+        old="        setattr(owner, attribute, value)\n",
+        new="",
+    ),
+    Mutation(
+        "patcher: npu_shim's value left unmarked (a second activation cannot tell it from verl's)",
+        "npu_shim/patcher.py:Writer.bind",
+        old="            mark_as_ours(value)\n",
+        new="",
+    ),
+    Mutation(
+        "patcher: revert in the order the edits were made",
+        "npu_shim/patcher.py:Writer.revert",
+        source="""
+        def revert(self) -> None:
+            for undo in self._undo:
+                undo()
+            self._undo.clear()
+        """,
+    ),
+    Mutation(
+        "patcher: the last original wins (a second application keeps npu_shim's own as verl's)",
+        "npu_shim/patcher.py:Writer._keep",
+        source="""
+        def _keep(self, owner: Any, attribute: str) -> None:
+            kept = _originals.setdefault(owner, {})
+            kept[attribute] = vars(owner).get(attribute)
+            self._undo.append(lambda: kept.pop(attribute, None))
+        """,
+    ),
+    Mutation(
+        "patcher: a revert keeps verl's original recorded (reverted fixes' names judged as replaced)",
+        "npu_shim/patcher.py:Writer._keep",
+        old="            self._undo.append(lambda: kept.pop(attribute, None))\n",
+        new="",
+    ),
+    # Not here: Writer.record's record kept after a revert. An equivalent mutation: "already applied" also needs each
+    # name to be npu_shim's still, which the revert undid (and "a revert keeps verl's original recorded" is above).
+    Mutation(
+        "patcher: what a fix replaced never recorded (every activation applies it again)",
+        "npu_shim/patcher.py:Writer.record",
+        source="""
+        def record(self, fix: str, module: ModuleType) -> None:
+            self._replaced = []
+        """,
+    ),
+    Mutation(
+        "patcher: a fix's own earlier edits judged afresh by a second activation (shared_repatch's binding: native)",
+        "npu_shim/patcher.py:Fix.apply",
+        old="        if replaced and all(was_replaced(owner, attribute) for owner, attribute in replaced):\n",
+        new="        if False:\n",
+    ),
+    Mutation(
+        "patcher: a fix judged already applied where verl has bound its own under one of its names since",
+        "npu_shim/patcher.py:Fix.apply",
+        old="all(was_replaced(owner, attribute) for owner, attribute in replaced)",
+        new="any(was_replaced(owner, attribute) for owner, attribute in replaced)",
+    ),
+    Mutation(
+        "patcher: a fix writes its edits whatever its judgement",
+        "npu_shim/patcher.py:Fix.apply",
+        old="        if not judged.missing:\n            return judged\n",
+        new="",
+    ),
+    Mutation(
+        "patcher: a name verl lacked still judged replaced once verl binds its own there (a reload)",
+        "npu_shim/patcher.py:was_replaced",
+        old="    return current is None or is_ours(current)\n",
+        new="    return True\n",
+    ),
+    Mutation(
+        "apply: a failure leaves the partial edits in place",
+        "npu_shim/catalogue.py:apply_module",
+        old="        writer.revert()\n",
+        new="",
+    ),
+    # --- recognition: a verl function judged by its fingerprint ---
+    Mutation(
+        "recognition: code no release has is 'not applicable' where the version says the change is missing",
+        "npu_shim/recognition.py:KnownFunction.judge",
+        old="        if not (self.needed_on_any_version or verl_release() in self.missing_in):\n",
+        new="        if not self.needed_on_any_version:\n",
+    ),
+    Mutation(
+        "recognition: a release with the change taken for one without it",
+        "npu_shim/recognition.py:KnownFunction.judge",
+        old="        if releases and set(releases) & set(self.missing_in):\n",
+        new="        if releases and set(releases) & {*self.missing_in, *self.fixed_in}:\n",
+    ),
+    Mutation(
+        "recognition: npu_shim's own binding where verl has none reported as verl having none",
+        "npu_shim/recognition.py:KnownFunction.judge",
+        old="            ours = is_ours(vars(owner).get(self.attribute))\n",
+        new="            ours = False\n",
+    ),
+    Mutation(
+        "recognition: a replaced function judged by its replacement, not verl's own (a second activation's judgement)",
+        "npu_shim/recognition.py:KnownFunction.original",
+        source="""
+        def original(self, owner: Any) -> Any:
+            return vars(owner).get(self.attribute)
+        """,
+    ),
+    Mutation(
+        "recognition: a function known_code.json lacks raises KeyError (every fix of the module reverted)",
+        "npu_shim/recognition.py:KnownFunction.releases",
+        old="        table = known_code().get(self.source)\n",
+        new="        table = known_code()[self.source]\n",
+    ),
+    Mutation(
+        "recognition: a rebinding leaves the name where the function is defined as verl's (vlm_mask_on_npu's util)",
+        "npu_shim/recognition.py:Rebinding.as_fix",
+        old="            for owner in [first, *(owner for owner in others if self.judge(owner).missing)]:\n",
+        new="            for owner in [first]:\n",
+    ),
+    # --- fingerprint.py and its table ---
+    Mutation(
+        "fingerprint: nested functions counted by their name alone",
+        "npu_shim/fingerprint.py:_canonical",
+        old="    if isinstance(value, ast.AST):\n",
+        new='    if isinstance(value, ast.FunctionDef) and value.name != "f":\n'
+        "        return value.name\n"
+        "    if isinstance(value, ast.AST):\n",
+    ),
+    Mutation(
+        "fingerprint: falsy fields dropped with the empty ones (0, False and '' alike)",
+        "npu_shim/fingerprint.py:_canonical",
+        old="for name, field in fields if field not in (None, [])",
+        new="for name, field in fields if field",
+    ),
+    Mutation(
+        "fingerprint: 3.12's empty f-string parts kept (the table then depends on the Python)",
+        "npu_shim/fingerprint.py:_kept",
+        old="        return [part for part in field if not _empty_string(part)]\n",
+        new="        return field\n",
+    ),
+    Mutation(
+        "fingerprint: a decorated function read as no function (judged unrecognised at run time)",
+        "npu_shim/fingerprint.py:function_fingerprint",
+        old="        function = inspect.unwrap(function)\n",
+        new="        pass\n",
+    ),
+    Mutation(
+        "known_code.json: a release edited out of the table",
+        'npu_shim/known_code.json:functions["verl/workers/engine/mindspeed/transformer_impl.py:_mindspeed_repatch"]'
+        '["0.8.0"]',
+        source=REMOVED,
+    ),
+    Mutation(
+        "known_code.json: 0.7.0's code taken for 0.7.1's (#5870's critic forward)",
+        'npu_shim/known_code.json:functions["verl/workers/engine/megatron/transformer_impl.py:'
+        'MegatronEngineWithValueHead.forward_step"]["0.7.1"]',
+        old='"8ee2e60b0a96e80675fb1ba34df8b7db"',
+        new='"3f9eb4cb491ecc199435678ec74ef5a2"',
+    ),
+    Mutation(
+        "known_code.json: a release with #5580 given the code of one without (missing and fixed overlap)",
+        'npu_shim/known_code.json:functions["verl/utils/megatron/router_replay_utils.py:get_moe_num_layers_to_build"]'
+        '["0.8.0"]',
+        old='"12cca92592dd06acba07e964c14fc70b"',
+        new='"b9d3518c8e78a50c14f892000534509d"',
+    ),
+    Mutation(
+        "fingerprints.py: a release whose wheel lacks the function's file read all the same",
+        "scripts/fingerprints.py:fingerprints",
+        old='            text = archive.read(member).decode("utf-8") if member in members else None\n',
+        new='            text = archive.read(member).decode("utf-8")\n',
+    ),
+    # --- the fixes ---
+    Mutation(
         "shared_repatch: copy the user's config only for a string attention_backend",
-        "npu_shim/fixes/shared_repatch.py",
-        '    config = dict(engine_config.get("override_transformer_config", None) or {})  # never the user\'s dict\n'
+        "npu_shim/fixes/shared_repatch.py:mindspeed_repatch",
+        old='    config = dict(engine_config.get("override_transformer_config", None) or {})'
+        "  # never the user's dict\n"
         '    backend = config.get("attention_backend")\n'
         "    if isinstance(backend, str):\n",
-        '    config = engine_config.get("override_transformer_config", None) or {}\n'
+        new='    config = engine_config.get("override_transformer_config", None) or {}\n'
         '    backend = config.get("attention_backend")\n'
         "    if isinstance(backend, str):\n"
         "        config = dict(config)\n",
     ),
     Mutation(
         "shared_repatch: context_parallel_size passed at any size",
-        "npu_shim/fixes/shared_repatch.py",
-        "    if engine_config.context_parallel_size > 1:\n",
-        "    if engine_config.context_parallel_size >= 1:\n",
+        "npu_shim/fixes/shared_repatch.py:mindspeed_repatch",
+        old="    if engine_config.context_parallel_size > 1:\n",
+        new="    if engine_config.context_parallel_size >= 1:\n",
     ),
     Mutation(
-        "patching: a patch keeps verl's function but does not bind the replacement",
-        "npu_shim/patching.py",
-        "        changes.setattr(self.owner, self.attribute, self.value)\n",
-        "",
-    ),
-    Mutation(
-        "recognition: code no release has is 'not applicable' where the version says the change is missing",
-        "npu_shim/recognition.py",
-        "        if not (self.needed_on_any_version or verl_release() in self.missing_in):\n",
-        "        if not self.needed_on_any_version:\n",
-    ),
-    Mutation(
-        "recognition: a release with the change taken for one without it",
-        "npu_shim/recognition.py",
-        "        if releases and set(releases) & set(self.missing_in):\n",
-        "        if releases and set(releases) & {*self.missing_in, *self.fixed_in}:\n",
-    ),
-    Mutation(
-        "lm_engine_repatch: an LM engine's own _init_device_mesh not taken as the change (judged by its __init__)",
-        "npu_shim/fixes/lm_engine_repatch.py",
-        "    has_change=repatches_in_mesh_init,\n",
-        "",
-    ),
-    Mutation(
-        "lm_engine_repatch: keep verl's __init__ (two repatches, one after the mesh)",
-        "npu_shim/fixes/lm_engine_repatch.py",
-        '        Remove(engine_class, "__init__"),\n',
-        "",
+        "shared_repatch: a string attention_backend handed to MindSpeed as it is",
+        "npu_shim/fixes/shared_repatch.py:mindspeed_repatch",
+        old='        config["attention_backend"] = _attn_backend(backend)\n',
+        new="        _attn_backend(backend)\n",
     ),
     Mutation(
         "value_engine: no export from verl.workers.engine",
-        "npu_shim/fixes/value_engine.py",
-        "        *(Export(package, CLASS_NAME, engine_class) for package in "
-        "(engine_package, layout.mindspeed_package)),\n",
-        "        *(Export(package, CLASS_NAME, engine_class) for package in (layout.mindspeed_package,)),\n",
+        "npu_shim/fixes/value_engine.py:edit",
+        old="    for package in (engine_package, sys.modules.get(MINDSPEED_PACKAGE)):\n",
+        new="    for package in (sys.modules.get(MINDSPEED_PACKAGE),):\n",
+    ),
+    Mutation(
+        "value_engine: a reverted registration stays in verl's registry",
+        "npu_shim/fixes/value_engine.py:edit",
+        old='    writer.on_revert(lambda: slots.pop(KEY["device"], None))\n',
+        new="",
     ),
     Mutation(
         "value_engine: the class repatches after the device mesh",
-        "npu_shim/fixes/value_engine.py",
-        "            mindspeed_repatch(self.engine_config)\n            super()._init_device_mesh()\n",
-        "            super()._init_device_mesh()\n            mindspeed_repatch(self.engine_config)\n",
+        "npu_shim/fixes/value_engine.py:build_engine_class",
+        old="            mindspeed_repatch(self.engine_config)\n            super()._init_device_mesh()\n",
+        new="            super()._init_device_mesh()\n            mindspeed_repatch(self.engine_config)\n",
     ),
     Mutation(
-        "layout: (device, vendor) registry keys not recognised",
-        "npu_shim/layout.py",
-        "            if key == device or (isinstance(key, tuple) and key[:1] == (device,)):\n",
-        "            if key == device:\n",
+        "value_engine: (device, vendor) registry keys not recognised",
+        "npu_shim/fixes/value_engine.py:VerlLayout.registered",
+        old="            if key == device or (isinstance(key, tuple) and key[:1] == (device,)):\n",
+        new="            if key == device:\n",
     ),
     Mutation(
-        "changes: revert in the order the edits were made",
-        "npu_shim/changes.py",
-        "        while self._undo:\n            self._undo.pop()()\n",
-        "        for undo in self._undo:\n            undo()\n        self._undo.clear()\n",
+        "lm_engine_repatch: an LM engine's own _init_device_mesh not taken as the change (judged by its __init__)",
+        "npu_shim/fixes/lm_engine_repatch.py:repatches_in_mesh_init",
+        source="""
+        def repatches_in_mesh_init(engine_class: type) -> str:
+            return ""
+        """,
     ),
     Mutation(
-        "apply: a failure leaves the partial edits in place",
-        "npu_shim/catalogue.py",
-        "    except BaseException:\n        changes.revert()\n",
-        "    except BaseException:\n",
+        "lm_engine_repatch: keep verl's __init__ (two repatches, one after the mesh)",
+        "npu_shim/fixes/lm_engine_repatch.py:edit",
+        old='    writer.remove(engine_class, "__init__")\n',
+        new="",
     ),
     Mutation(
-        "mindspeed_line: fusion attention off for the key on every line (upstream's flaw)",
-        "npu_shim/mindspeed_line.py",
-        "    if defaults is not None and not hasattr(defaults, BATCH_INVARIANT):\n        if requested:\n",
-        "    if False:\n        if requested:\n",
+        "lm_engine_repatch: the mesh init's super() taken from the instance's class",
+        "npu_shim/fixes/lm_engine_repatch.py:repatch_then_init_device_mesh",
+        old="        super(engine_class, self)._init_device_mesh()\n",
+        new="        super(type(self), self)._init_device_mesh()\n",
     ),
     Mutation(
-        "mindspeed_line: an inherited batch-invariant key ignored",
-        "npu_shim/mindspeed_line.py",
-        "    return False if requested or inherited else configured\n",
-        "    return False if requested else configured\n",
+        "megatron_critic: the pad id taken from the tokenizer's eos",
+        "npu_shim/fixes/megatron_critic.py:value_forward_step",
+        old="pad_token_id=self.model_config.tokenizer.pad_token_id,",
+        new="pad_token_id=self.model_config.tokenizer.eos_token_id,",
     ),
     Mutation(
-        "mindspeed_line: batch-invariant attention with context parallelism let through",
-        "npu_shim/mindspeed_line.py",
-        "    if batch_invariant and int(size) > 1:\n",
-        "    if batch_invariant and int(size) > 2:\n",
+        "megatron_critic: vision_model never passed as True",
+        "npu_shim/fixes/megatron_critic.py:value_forward_step",
+        old='vision_model=hasattr(hf_config, "vision_config"),',
+        new="vision_model=False,",
     ),
     Mutation(
-        "mindspeed_line: the refusal reads the new engine's CP size only, not the one MindSpeed kept",
-        "npu_shim/mindspeed_line.py",
-        '    size = config.get("context_parallel_size", getattr(current, "context_parallel_size", 1))\n',
-        '    size = config.get("context_parallel_size", 1)\n',
+        "moe_layer_offset: the stage's layer offset ignored",
+        "npu_shim/fixes/moe_layer_offset.py:moe_num_layers_to_build",
+        old="range(first, first + layers)",
+        new="range(layers)",
     ),
     Mutation(
-        "fingerprint: nested functions counted by their name alone",
-        "npu_shim/fingerprint.py",
-        "    if isinstance(value, ast.AST):\n",
-        '    if isinstance(value, ast.FunctionDef) and value.name != "f":\n'
-        "        return value.name\n"
-        "    if isinstance(value, ast.AST):\n",
+        "moe_layer_offset: #5580 applied where Megatron takes the keywords",
+        "npu_shim/fixes/moe_layer_offset.py:megatron_takes_the_keywords",
+        source="""
+        def megatron_takes_the_keywords(module: ModuleType) -> str:
+            return ""
+        """,
     ),
     Mutation(
-        "fingerprint: 3.12's empty f-string parts kept (the table then depends on the Python)",
-        "npu_shim/fingerprint.py",
-        "        return [part for part in field if not _empty_string(part)]\n",
-        "        return field\n",
-    ),
-    Mutation(
-        "patching: a patch leaves npu_shim's value unmarked (a second activation cannot tell it from verl's)",
-        "npu_shim/patching.py",
-        "        mark_as_ours(self.value)\n",
-        "",
-    ),
-    Mutation(
-        "patching: a fix writes its edits whatever its judgement",
-        "npu_shim/patching.py",
-        "        if judged.missing:\n            for edit in self.edits(module):\n",
-        "        if True:\n            for edit in self.edits(module):\n",
-    ),
-    Mutation(
-        "patching: a reverted registration stays in verl's registry",
-        "npu_shim/patching.py",
-        "        changes.on_revert(lambda: slots.pop(device, None))\n",
-        "",
-    ),
-    Mutation(
-        "shared_repatch: its own earlier binding judged verl's (native) on a second activation",
-        "npu_shim/fixes/shared_repatch.py",
-        "    if originals.was_replaced(module, UPSTREAM_NAME):\n",
-        "    if False:\n",
-    ),
-    Mutation(
-        "recognition: a name a fix bound where verl had none judged already applied (not npu_shim's own)",
-        "npu_shim/recognition.py",
-        "        if originals.was_replaced(owner, self.attribute) and originals.get_original(owner, self.attribute) "
-        "is not None:\n",
-        "        if originals.was_replaced(owner, self.attribute):\n",
-    ),
-    Mutation(
-        "plugin: the shim's distribution declares no verl.plugins entry point",
-        "pyproject.toml",
-        '[project.entry-points."verl.plugins"]\nnpu_shim = "npu_shim.verl_plugin"\n',
-        "",
-    ),
-    Mutation(
-        "distributions: the kit's wheel leaves out the dist-info that lets `import torch` load the stand-in",
-        "kit/pyproject.toml",
-        '    "simulated/*.dist-info/*",\n',
-        "",
-    ),
-    Mutation(
-        "distributions: the kit's metadata admits a torch its compute mode is not tested on",
-        "kit/pyproject.toml",
-        '"torch>=2.10,<2.14,!=2.11.*,!=2.12.*"',
-        '"torch>=2.10,<2.14"',
-    ),
-    Mutation(
-        "distributions: the doctor reads the kit's mark instead of torch_npu's version",
-        "npu_shim/doctor/verl_state.py",
-        'str(version) if (version := getattr(module, "__version__", None)) else None',
-        'bool(getattr(module, "SIMULATED", False))',
-    ),
-    Mutation(
-        "plugin: the entry point's module activates nothing",
-        "npu_shim/verl_plugin.py",
-        "activate(VERL_PLUGINS)\n",
-        "VERL_PLUGINS  # noqa: B018\n",
-    ),
-    Mutation(
-        "plugin: the doctor reads VERL_USE_EXTERNAL_PLUGINS set but empty as auto (verl loads none)",
-        "npu_shim/doctor/routes.py",
-        'policy = ("auto" if policy is None else policy).strip().lower()',
-        'policy = (policy or "auto").strip().lower()',
-    ),
-    Mutation(
-        "plugin: the doctor ignores a VERL_USE_EXTERNAL_PLUGINS list that leaves the shim out",
-        "npu_shim/doctor/routes.py",
-        'return policy == "auto" or (policy != "none" and PACKAGE in {name.strip() for name in policy.split(",")})',
-        'return policy != "none"',
-    ),
-    Mutation(
-        "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
-        "npu_shim/doctor/verl_state.py",
-        "    if breaks_critic or no_bridge or not lookup.resolves:\n",
-        "    if breaks_critic or no_bridge or (findings.layout.id is not None and not lookup.resolves):\n",
-    ),
-    Mutation(
-        "doctor: an unrecognised fix without which the critic fails left out of the status",
-        "npu_shim/doctor/verl_state.py",
-        "    breaks_critic = any(row.breaks_critic for row in [*findings.unrecognised, *findings.needed_but_off])\n",
-        "    breaks_critic = any(row.breaks_critic for row in findings.needed_but_off)\n",
-    ),
-    Mutation(
-        "doctor: a fix the critic needs, turned off, left out of the status",
-        "npu_shim/doctor/verl_state.py",
-        "    breaks_critic = any(row.breaks_critic for row in [*findings.unrecognised, *findings.needed_but_off])\n",
-        "    breaks_critic = any(row.breaks_critic for row in findings.unrecognised)\n",
-        survives_because="no synthetic layout has a fix a critic needs (megatron_critic is real 0.7.1's code): "
-        "tests/matrix/test_doctor.py::test_a_fix_a_critic_needs_turned_off_is_a_problem_the_doctor_names kills it",
+        "npu_causal_mask: applied where verl already has #7055",
+        "npu_shim/fixes/npu_causal_mask.py:MASK_BUILDER",
+        old='    missing_in=("0.8.0",),\n    fixed_in=("0.9.0", "0.9.1"),\n',
+        new='    missing_in=("0.8.0", "0.9.0", "0.9.1"),\n    fixed_in=(),\n',
     ),
     Mutation(
         "megatron_checkpoint_metadata: the copy keeps declared fields only (megatron's mcore_data lost again)",
-        "npu_shim/fixes/megatron_checkpoint_metadata.py",
-        "    if not extras:\n",
-        "    if True:\n",
+        "npu_shim/fixes/megatron_checkpoint_metadata.py:_declaring_extras",
+        old="    if not extras:\n",
+        new="    if True:\n",
         survives_because="the unit layer has no torch or Megatron: tests/matrix/test_upstream_fixes.py and "
         "test_training.py kill it in the 0.9.1-a5 environment (megatron-core 0.12.0, torch 2.10)",
     ),
     Mutation(
         "megatron_checkpoint_metadata: judged not applicable where torch's writer copies the metadata",
-        "npu_shim/fixes/megatron_checkpoint_metadata.py",
-        '    if not {"dataclasses", "replace"} <= _used_names(_code(FileSystemWriter.finish)):\n',
-        "    if True:\n",
+        "npu_shim/fixes/megatron_checkpoint_metadata.py:judge",
+        old='    if not (uses(_code(FileSystemWriter.finish), "dataclasses") and uses(_code(FileSystemWriter.finish), '
+        '"replace")):\n',
+        new="    if True:\n",
         survives_because="the unit layer has no torch or Megatron: tests/matrix/test_upstream_fixes.py kills it in "
         "the 0.9.1-a5 environment",
     ),
     Mutation(
-        "doctor: Megatron-Bridge offered beside a megatron-core it cannot import on",
-        "npu_shim/doctor/bridge_state.py",
-        "    if megatron is not None and megatron < OLDEST_MEGATRON_FOR_BRIDGE:\n",
-        "    if False:\n",
+        "ray_npu_device_index: Ray's physical NPU id passed on as the device index",
+        "npu_shim/fixes/ray_npu_device_index.py:device_index",
+        source="""
+        def device_index(accelerator_id: str, visible: list[str]) -> str:
+            return accelerator_id
+        """,
     ),
     Mutation(
-        "log: the line that says where the shim changed verl written at DEBUG (nobody sees it)",
-        "npu_shim/hook.py",
-        "        logger.info(\n",
-        "        logger.debug(\n",
+        "ray_npu_device_index: ids translated where Ray sets each worker's ASCEND_RT_VISIBLE_DEVICES (NOSET unset)",
+        "npu_shim/fixes/ray_npu_device_index.py:visible_devices",
+        old="    if not environ.get(NOSET) or not listed:",
+        new="    if not listed:",
     ),
     Mutation(
-        "log: no handler of the shim's own (INFO lost where the application set up no logging)",
-        "npu_shim/hook.py",
-        "        logger.addHandler(StderrUntilConfigured())\n",
-        "        pass\n",
+        "ray_npu_device_index: an ASCEND_RT_VISIBLE_DEVICES with blanks ('4, 5') read without its ids",
+        "npu_shim/fixes/ray_npu_device_index.py:visible_devices",
+        old='[entry.strip() for entry in listed.split(",")]',
+        new='listed.split(",")',
     ),
     Mutation(
-        "log: the shim's handler writes beside the application's (the line twice)",
-        "npu_shim/hook.py",
-        "        self.addFilter(lambda record: not logging.getLogger().handlers)\n",
-        "        pass\n",
+        "ray_npu_device_index: `ray` rebound in verl's module (every caller and thread sees the translated ids)",
+        "npu_shim/fixes/ray_npu_device_index.py:with_npu_indices",
+        old="    namespace = dict(function.__globals__)\n",
+        new="    namespace = function.__globals__\n",
+    ),
+    # --- mindspeed_line: what MindSpeed does with an engine's config ---
+    Mutation(
+        "mindspeed_line: fusion attention off for the key on every line (upstream's flaw)",
+        "npu_shim/mindspeed_line.py:_fusion_attention",
+        old="    if defaults is not None and not hasattr(defaults, BATCH_INVARIANT):\n",
+        new="    if False:\n",
     ),
     Mutation(
-        "log: NPU_SHIM_LOG_LEVEL not read",
-        "npu_shim/hook.py",
-        "        logger.setLevel(log_level())\n",
-        "        logger.setLevel(logging.INFO)\n",
+        "mindspeed_line: an inherited batch-invariant key ignored",
+        "npu_shim/mindspeed_line.py:_fusion_attention",
+        old="    return False if requested or inherited else configured\n",
+        new="    return False if requested else configured\n",
     ),
     Mutation(
-        "log: a process where nothing changed says so anyway",
-        "npu_shim/hook.py",
-        "    if applied:  # a process where the shim changes nothing says nothing\n",
-        "    if results:\n",
+        "mindspeed_line: batch-invariant attention with context parallelism let through",
+        "npu_shim/mindspeed_line.py:_refuse_context_parallelism",
+        old="    if batch_invariant and int(size) > 1:\n",
+        new="    if batch_invariant and int(size) > 2:\n",
     ),
     Mutation(
-        "switches: NPU_SHIM_DISABLED_FIXES not honoured",
-        "npu_shim/catalogue.py",
-        "            if fix.name in turned_off\n",
-        "            if False\n",
+        "mindspeed_line: the refusal reads the new engine's CP size only, not the one MindSpeed kept",
+        "npu_shim/mindspeed_line.py:_refuse_context_parallelism",
+        old='    size = config.get("context_parallel_size", getattr(current, "context_parallel_size", 1))\n',
+        new='    size = config.get("context_parallel_size", 1)\n',
+    ),
+    # --- propagation: children, Ray's runtime_env ---
+    Mutation(
+        "propagation: a Hydra override written for a runtime_env that needs Ray's ${PYTHONPATH} expansion",
+        "npu_shim/propagation.py:hydra_override",
+        source="""
+        def hydra_override(env: dict[str, Any]) -> str | None:
+            return f"{HYDRA_KEY}={hydra_value(env)}"
+        """,
     ),
     Mutation(
-        "switches: an unknown fix name in NPU_SHIM_DISABLED_FIXES not reported",
-        "npu_shim/switches.py",
-        "    if unknown:\n",
-        "    if False:\n",
+        "propagation: VERL_USE_EXTERNAL_MODULES written with the blanks verl cannot import (' npu_shim')",
+        "npu_shim/propagation.py:verl_modules_runtime_env",
+        old='    env_vars[VERL_MODULES] = ",".join(modules)\n',
+        new='    env_vars[VERL_MODULES] = ", ".join(modules)\n',
+    ),
+    # --- the plugin route and the distributions ---
+    Mutation(
+        "plugin: the shim's distribution declares no verl.plugins entry point",
+        'pyproject.toml:[project.entry-points."verl.plugins"]',
+        source=REMOVED,
     ),
     Mutation(
-        "doctor: --device npu not passed to the probe",
-        "npu_shim/doctor/__init__.py",
-        '                [sys.executable, "-c", source, shim_parent(), device or ""],\n',
-        '                [sys.executable, "-c", source, shim_parent(), ""],\n',
+        "plugin: the entry point's module activates nothing",
+        "npu_shim/verl_plugin.py:<module>",
+        old="activate(VERL_PLUGINS)\n",
+        new="VERL_PLUGINS  # noqa: B018\n",
     ),
     Mutation(
-        "doctor: the assumed device not used for the registry's lookup",
-        "npu_shim/doctor/probe.py",
-        "    module.get_device_name = lambda: device\n",
-        "    pass\n",
+        "distributions: the kit's wheel leaves out the dist-info that lets `import torch` load the stand-in",
+        "kit/pyproject.toml:[tool.setuptools.package-data]",
+        old='    "simulated/*.dist-info/*",\n',
+        new="",
     ),
     Mutation(
-        "doctor: the lookup-only report ignores the assumed device in its status",
-        "npu_shim/doctor/__init__.py",
-        '(lookup.assumed_device or lookup.device) == "npu"',
-        'lookup.device == "npu"',
+        "distributions: the kit's metadata admits a torch its compute mode is not tested on",
+        "kit/pyproject.toml:[project]",
+        old='"torch>=2.10,<2.14,!=2.11.*,!=2.12.*"',
+        new='"torch>=2.10,<2.14"',
+    ),
+    # --- the CLI ---
+    Mutation(
+        "cli: a command's unknown option told with the top-level usage",
+        "npu_shim/__main__.py:main",
+        old="        (parser if before_the_command else args.command_parser).error(",
+        new="        parser.error(",
     ),
     Mutation(
-        "doctor: a hook that failed while patching reported as one that has not run",
-        "npu_shim/doctor/verl_state.py",
-        "    elif failure is not None:\n"
-        '        module = getattr(hook, "failed_module", None) or "verl"\n'
-        '        reason = f"the shim failed while patching {module} and left it as it shipped ({failure_text})"\n',
-        "",
-    ),
-    Mutation(
-        "chain: bytecode another Python wrote of an installed bootstrap kept (pip uninstall leaves it behind)",
-        "npu_shim_bootstrap/_npu_shim_chain.py",
-        "    for path in paths:\n        if path:\n",
-        "    for path in ():\n        if path:\n",
-    ),
-    Mutation(
-        "chain (2.7): the first entry without a sitecustomize ends the search",
-        "npu_shim_bootstrap/_npu_shim_chain.py",
-        '        found = imp.find_module("sitecustomize", [entry])\n    except ImportError:\n        return False\n',
-        '        found = imp.find_module("sitecustomize", [entry])\n    except ImportError:\n        return True\n',
-    ),
-    Mutation(
-        "chain (2.7): an ImportError of the user's own sitecustomize reported, which 2.7's site keeps silent",
-        "npu_shim_bootstrap/_npu_shim_chain.py",
-        "        except ImportError:  # 2.7's site swallows any ImportError of sitecustomize, silently\n"
-        "            pass\n",
-        "",
-    ),
-    Mutation(
-        "chain (3.x): an ImportError that names sitecustomize reported, which 3.x's site keeps silent",
-        "npu_shim_bootstrap/_npu_shim_chain.py",
-        '        if not (isinstance(error, ImportError) and error.name == "sitecustomize"):\n'
-        "            _report(error)\n",
-        "        _report(error)\n",
+        "cli: the bootstrap-dir example wrapped as prose",
+        "npu_shim/__main__.py:_parser",
+        old="        formatter_class=argparse.RawDescriptionHelpFormatter,\n",
+        new="",
     ),
     Mutation(
         "tests/conftest.py: the guard takes each test's 'before' after collection, as it used to",
-        "tests/conftest.py",
-        "    before = _shim_state()\n    assert before == _AT_START,",
-        "    before = _AT_START = _shim_state()\n    assert before == _AT_START,",
+        "tests/conftest.py:_the_test_process_stays_unpatched",
+        old="    before = _shim_state()\n",
+        new="    before = _AT_START = _shim_state()\n",
+    ),
+    # --- the doctor (npu_shim/doctor/*, being rewritten: these may go stale) ---
+    Mutation(
+        "distributions: the doctor reads the kit's mark instead of torch_npu's version",
+        "npu_shim/doctor/verl_state.py:_torch_npu",
+        old='str(version) if (version := getattr(module, "__version__", None)) else None',
+        new='bool(getattr(module, "SIMULATED", False))',
     ),
     Mutation(
-        "known_code.json: a release edited out of the table",
-        "npu_shim/known_code.json",
-        '      "0.8.0": "1b4192eb06727d55925cca3befdd4bd2",\n',
-        "",
+        "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
+        "npu_shim/doctor/verl_state.py:_judge",
+        old="not report.value_model_megatron_resolves",
+        new="(report.layout is not None and not report.value_model_megatron_resolves)",
     ),
     Mutation(
-        "shared_repatch: a string attention_backend handed to MindSpeed as it is",
-        "npu_shim/fixes/shared_repatch.py",
-        '        config["attention_backend"] = _attn_backend(backend)\n',
-        "        _attn_backend(backend)\n",
-        "",
+        "doctor: an unrecognised fix without which the critic fails left out of the status",
+        "npu_shim/doctor/verl_state.py:_judge",
+        old="[*report.unrecognised, *report.needed_but_off]",
+        new="report.needed_but_off",
     ),
     Mutation(
-        "megatron_critic: the pad id taken from the tokenizer's eos",
-        "npu_shim/fixes/megatron_critic.py",
-        "        pad_token_id=self.model_config.tokenizer.pad_token_id,\n",
-        "        pad_token_id=self.model_config.tokenizer.eos_token_id,\n",
+        "doctor: a fix the critic needs, turned off, left out of the status",
+        "npu_shim/doctor/verl_state.py:_judge",
+        old="[*report.unrecognised, *report.needed_but_off]",
+        new="report.unrecognised",
+        survives_because="no synthetic layout has a fix a critic needs (megatron_critic is real 0.7.1's code): "
+        "tests/matrix/test_doctor.py::test_a_fix_a_critic_needs_turned_off_is_a_problem_the_doctor_names kills it",
     ),
     Mutation(
-        "megatron_critic: vision_model never passed as True",
-        "npu_shim/fixes/megatron_critic.py",
-        '        vision_model=hasattr(hf_config, "vision_config"),\n',
-        "        vision_model=False,\n",
-    ),
-    Mutation(
-        "moe_layer_offset: the stage's layer offset ignored",
-        "npu_shim/fixes/moe_layer_offset.py",
-        "    return sum(1 for index in range(first, first + layers) if module.is_moe_layer(config, index))\n",
-        "    return sum(1 for index in range(layers) if module.is_moe_layer(config, index))\n",
-    ),
-    Mutation(
-        "lm_engine_repatch: the mesh init's super() taken from the instance's class",
-        "npu_shim/fixes/lm_engine_repatch.py",
-        "        super(engine_class, self)._init_device_mesh()\n",
-        "        super(type(self), self)._init_device_mesh()\n",
-    ),
-    Mutation(
-        "report: a field written under its Python name, not its JSON key (the registry's class, the routes' names)",
-        "npu_shim/doctor/report.py",
-        "    return item.metadata.get(_KEY, item.name)\n",
-        "    return item.name\n",
-    ),
-    Mutation(
-        "report: the findings written as one nested object, not beside the report's own keys",
-        "npu_shim/doctor/report.py",
-        "                data.update(to_json(inner) if inner is not None else {})\n",
-        "                data[_key(item)] = to_json(inner)\n",
-    ),
-    Mutation(
-        "report: a section that is None written as null (a report without a probe says probe: null)",
-        "npu_shim/doctor/report.py",
-        "            elif not (inner is None and item.metadata.get(_SECTION)):\n",
-        "            else:\n",
-    ),
-    Mutation(
-        "report: a merged section read back as present when none of its keys is (no probe: findings of defaults)",
-        "npu_shim/doctor/report.py",
-        "            if not _keys(inner).isdisjoint(data):",
-        "            if True:",
-    ),
-    Mutation(
-        "report: a problem exits 0",
-        "npu_shim/doctor/report.py",
-        "PROBLEM: 1,",
-        "PROBLEM: 0,",
-    ),
-    Mutation(
-        "report: a probe report another npu_shim wrote (a key missing) ends the doctor in a traceback",
-        "npu_shim/doctor/__init__.py",
-        "    except ValueError as error:",
-        "    except ZeroDivisionError as error:",
-    ),
-    Mutation(
-        "routes: a route not set up, while another works, still told to be set up",
-        "npu_shim/doctor/routes.py",
-        "        if effective not in (None, name) and not route.configured\n",
-        "        if False\n",
+        "doctor: a hook that failed while patching reported as one that has not run",
+        "npu_shim/doctor/verl_state.py:_shim_state",
+        old="    elif failure is not None:\n"
+        '        module = getattr(hook, "failed_module", None) or "verl"\n'
+        '        reason = f"the shim failed while patching {module} and left it as it shipped ({failure_text})"\n',
+        new="",
     ),
     Mutation(
         "doctor: a watched module that did not import named as the engine package",
-        "npu_shim/doctor/verl_state.py",
-        "                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(fix.watches, import_errors))\n",
-        "                outcome = Outcome(fix.name, NOT_APPLICABLE, _not_imported(ENGINE_PACKAGE, import_errors))\n",
+        "npu_shim/doctor/verl_state.py:_fixes",
+        old="{fix.watches} did not import ({import_errors.get(fix.watches,",
+        new="{ENGINE_PACKAGE} did not import ({import_errors.get(ENGINE_PACKAGE,",
     ),
     Mutation(
+        "doctor: Megatron-Bridge offered beside a megatron-core it cannot import on",
+        "npu_shim/doctor/bridge_state.py:meaning",
+        old="    if version is not None and version < OLDEST_MEGATRON_FOR_BRIDGE:\n",
+        new="    if False:\n",
+    ),
+    Mutation(
+        "doctor: --device npu not passed to the probe",
+        "npu_shim/doctor/__init__.py:probe_in_fresh_interpreter",
+        old='[sys.executable, "-c", source, shim_parent(), device or ""]',
+        new='[sys.executable, "-c", source, shim_parent(), ""]',
+    ),
+    Mutation(
+        "doctor: the assumed device not used for the registry's lookup",
+        "npu_shim/doctor/probe.py:device_assumed",
+        old="    module.get_device_name = lambda: device\n",
+        new="    pass\n",
+    ),
+    Mutation(
+        "doctor: the lookup-only report ignores the assumed device in its status",
+        "npu_shim/doctor/__init__.py:collect",
+        old='(report.assumed_device or report.device) == "npu"',
+        new='report.device == "npu"',
+    ),
+    Mutation(
+        "plugin: the doctor reads VERL_USE_EXTERNAL_PLUGINS set but empty as auto (verl loads none)",
+        "npu_shim/doctor/routes.py:_plugin_route",
+        old='("auto" if policy is None else policy)',
+        new='(policy or "auto")',
+    ),
+    Mutation(
+        "plugin: the doctor ignores a VERL_USE_EXTERNAL_PLUGINS list that leaves the shim out",
+        "npu_shim/doctor/routes.py:_plugin_route",
+        old='names == "auto" or (names != "none" and PACKAGE in {name.strip() for name in names.split(",")})',
+        new='names != "none"',
+    ),
+    Mutation(
+        "routes: a route not set up, while another works, still told to be set up",
+        "npu_shim/doctor/routes.py:judge",
+        old="        if effective not in (None, name) and not route.configured\n",
+        new="        if False\n",
+    ),
+    Mutation(
+        "report: a field written under its Python name, not its JSON key (the registry's class, the routes' names)",
+        "npu_shim/doctor/report.py:to_json",
+        source="""
+        def to_json(value: Any) -> dict[str, Any]:
+            return dataclasses.asdict(value)
+        """,
+    ),
+    Mutation(
+        "report: a problem exits 0",
+        "npu_shim/doctor/report.py:EXIT_CODES",
+        old="PROBLEM: 1,",
+        new="PROBLEM: 0,",
+    ),
+    Mutation(
+        "report: a probe report another npu_shim wrote (a key missing) ends the doctor in a traceback",
+        "npu_shim/doctor/__init__.py:collect",
+        old="    except ValueError as error:",
+        new="    except ZeroDivisionError as error:",
+    ),
+    # --- the kit (no torch in the unit layer: the named tests/kit tests kill these) ---
+    Mutation(
         "kit: dropout's draws never move the device's generator on",
-        "kit/simulated_npu/simulated/torch_npu/_rng.py",
-        "        GENERATOR.set_state(cpu.get_state())\n",
-        "        pass\n",
-        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "kit/simulated_npu/simulated/torch_npu/_rng.py:on_device_generator",
+        old="        GENERATOR.set_state(cpu.get_state())\n",
+        new="        pass\n",
+        survives_because=KIT_NO_TORCH + "tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),
     Mutation(
         "kit: a deep copy of an npu tensor shares the original's memory",
-        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
-        "        copied = NpuTensor(self._inner.detach().clone(), requires_grad=self.requires_grad)\n",
-        "        copied = NpuTensor(self._inner.detach(), requires_grad=self.requires_grad)\n",
-        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py:NpuTensor.__deepcopy__",
+        old="NpuTensor(self._inner.detach().clone(), requires_grad=self.requires_grad)",
+        new="NpuTensor(self._inner.detach(), requires_grad=self.requires_grad)",
+        survives_because=KIT_NO_TORCH + "tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),
     Mutation(
         "kit: an in-place view op (t_) given back by identity, its wrapper's sizes left as they were",
-        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
-        "        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
-        "        if info.read_only_alias_match_indexes:\n",
-        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py:_aliasing",
+        old="        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
+        new="        if info.read_only_alias_match_indexes:\n",
+        survives_because=KIT_NO_TORCH + "tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),
     Mutation(
         "kit: a view's result taken as fresh, its storage not made its base's",
-        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
-        "        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
-        "        if info.is_inplace_view_op:\n",
-        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py:_aliasing",
+        old="        if info.is_inplace_view_op or info.read_only_alias_match_indexes:\n",
+        new="        if info.is_inplace_view_op:\n",
+        survives_because=KIT_NO_TORCH + "tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),
     Mutation(
         "kit: resize_ of an npu tensor to another size let through to torch's metadata pass",
-        "kit/simulated_npu/simulated/torch_npu/_tensor.py",
-        "    if tuple(size) != tuple(self.shape):\n",
-        "    if False:\n",
-        "the unit layer has no torch; tests/kit/test_parallel_kit.py::"
+        "kit/simulated_npu/simulated/torch_npu/_tensor.py:_resize",
+        old="    if tuple(size) != tuple(self.shape):\n",
+        new="    if False:\n",
+        survives_because=KIT_NO_TORCH + "tests/kit/test_parallel_kit.py::"
         "test_the_device_refuses_what_a_device_refuses_and_saves_loads_casts_and_counts_as_one kills it",
     ),
     Mutation(
         "kit: MindSpeed's fusion attention delimits packed sequences by their unpadded starts",
-        "kit/simulated_npu/simulated/mindspeed/compute.py",
-        '        starts_q = getattr(packed_seq_params, "cu_seqlens_q_padded", None)\n'
+        "kit/simulated_npu/simulated/mindspeed/compute.py:fusion_attention",
+        old='        starts_q = getattr(packed_seq_params, "cu_seqlens_q_padded", None)\n'
         '        starts_kv = getattr(packed_seq_params, "cu_seqlens_kv_padded", None)\n',
-        "        starts_q = starts_kv = None\n",
-        "the unit layer has no torch or Megatron; tests/kit/test_compute_mode.py::"
+        new="        starts_q = starts_kv = None\n",
+        survives_because="the unit layer has no torch or Megatron; tests/kit/test_compute_mode.py::"
         "test_mindspeed_fusion_attention_is_the_forward_after_repatch_and_computes kills it",
     ),
     Mutation(
-        "fingerprints.py: a release whose wheel lacks the function's file read all the same",
-        "scripts/fingerprints.py",
-        '            text = archive.read(member).decode("utf-8") if member in members else None\n',
-        '            text = archive.read(member).decode("utf-8")\n',
-    ),
-    Mutation(
-        "fingerprint: falsy fields dropped with the empty ones (0, False and '' alike)",
-        "npu_shim/fingerprint.py",
-        "for name, field in fields if field not in (None, [])",
-        "for name, field in fields if field",
-    ),
-    Mutation(
-        "fingerprint: a decorated function read as no function (judged unrecognised at run time)",
-        "npu_shim/fingerprint.py",
-        "        function = inspect.unwrap(function)\n",
-        "        pass\n",
-    ),
-    Mutation(
-        "known_code.json: 0.7.0's code taken for 0.7.1's (#5870's critic forward)",
-        "npu_shim/known_code.json",
-        '      "0.7.1": "8ee2e60b0a96e80675fb1ba34df8b7db",\n',
-        '      "0.7.1": "3f9eb4cb491ecc199435678ec74ef5a2",\n',
-    ),
-    Mutation(
-        "known_code.json: a release with #5580 given the code of one without (missing and fixed overlap)",
-        "npu_shim/known_code.json",
-        '      "0.8.0": "12cca92592dd06acba07e964c14fc70b",\n',
-        '      "0.8.0": "b9d3518c8e78a50c14f892000534509d",\n',
-    ),
-    Mutation(
-        "npu_causal_mask: applied where verl already has #7055",
-        "npu_shim/fixes/npu_causal_mask.py",
-        '    missing_in=("0.8.0",),\n    fixed_in=("0.9.0", "0.9.1"),\n',
-        '    missing_in=("0.8.0", "0.9.0", "0.9.1"),\n    fixed_in=(),\n',
-    ),
-    Mutation(
-        "moe_layer_offset: #5580 applied where Megatron takes the keywords",
-        "npu_shim/fixes/moe_layer_offset.py",
-        "    needs_nothing=megatron_takes_the_keywords,\n",
-        "",
-    ),
-    Mutation(
-        "recognition: a second activation judges the function it replaced as verl's again (two rebindings)",
-        "npu_shim/recognition.py",
-        "        if originals.was_replaced(owner, self.attribute) and originals.get_original(owner, self.attribute) "
-        "is not None:\n",
-        "        if False:\n",
-    ),
-    Mutation(
-        "recognition: a function known_code.json lacks raises KeyError (every fix of the module reverted)",
-        "npu_shim/recognition.py",
-        "        table = known_code().get(self.source)\n",
-        "        table = known_code()[self.source]\n",
-    ),
-    Mutation(
-        "recognition: a rebinding leaves the name where the function is defined as verl's (vlm_mask_on_npu's util)",
-        "npu_shim/patching.py",
-        "        owners = [first, *(owner for owner in others if declared.judge(owner).missing)]\n",
-        "        owners = [first]\n",
-    ),
-    Mutation(
-        "originals: reverting a module's fixes keeps verl's function as replaced (judged already applied)",
-        "npu_shim/originals.py",
-        "    changes.on_revert(lambda: kept.pop(attribute, None) if earlier is _UNKEPT "
-        "else kept.__setitem__(attribute, earlier))\n",
-        "",
-    ),
-    Mutation(
-        "chain: an empty __pycache__ of the bootstrap left behind (npu_shim/ then outlives an uninstall)",
-        "npu_shim_bootstrap/_npu_shim_chain.py",
-        "            for remove, target in ((os.remove, path), (os.rmdir, os.path.dirname(path))):\n",
-        "            for remove, target in ((os.remove, path),):\n",
-    ),
-    Mutation(
         "kit: an op mixing an npu tensor with a one-element 1-d CPU tensor accepted",
-        "kit/simulated_npu/simulated/torch_npu/_device_rules.py",
-        '    if tensor.dim() > 0 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
-        '    if tensor.numel() > 1 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
-        "the unit layer has no torch; tests/kit/test_device_rules.py::"
+        "kit/simulated_npu/simulated/torch_npu/_device_rules.py:refuse_if_mixed",
+        old='    if tensor.dim() > 0 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
+        new='    if tensor.numel() > 1 and tensor.device.type == "cpu" and func not in CROSS_DEVICE:\n',
+        survives_because=KIT_NO_TORCH + "tests/kit/test_device_rules.py::"
         "test_an_op_mixing_npu_and_cpu_tensors_raises_as_torch_does_for_any_two_devices kills it",
     ),
     Mutation(
         "kit: FusedAdam's step ignores a restored parameter group (the step counted on the optimizer)",
-        "kit/simulated_npu/simulated/mindspeed/core/optimizer/adamw.py",
-        '        count = int(group["step"]) + 1 if "step" in group else 1\n',
-        '        self._count = count = getattr(self, "_count", 0) + 1\n',
-        "the unit layer has no torch; tests/kit/test_device_rules.py::"
+        "kit/simulated_npu/simulated/mindspeed/core/optimizer/adamw.py:AdamW._next_step",
+        old='        count = int(group["step"]) + 1 if "step" in group else 1\n',
+        new='        self._count = count = getattr(self, "_count", 0) + 1\n',
+        survives_because=KIT_NO_TORCH + "tests/kit/test_device_rules.py::"
         "test_megatrons_adam_resumes_from_its_state_dict_with_the_restored_group kills it",
     ),
     Mutation(
         "kit: compute mode on any torch, untested",
-        "kit/simulated_npu/simulated/torch_npu/_torch_version.py",
-        "    if _major_minor(torch_version) in SUPPORTED:\n",
-        "    if True:\n",
-        "the unit layer has no torch; tests/kit/test_torch_version.py::"
+        "kit/simulated_npu/simulated/torch_npu/_torch_version.py:check",
+        old="    if _major_minor(torch_version) in SUPPORTED:\n",
+        new="    if True:\n",
+        survives_because=KIT_NO_TORCH + "tests/kit/test_torch_version.py::"
         "test_compute_mode_refuses_a_torch_it_is_not_tested_on kills it",
     ),
     Mutation(
         "kit: the refusal raised as an Exception while torch imports (torch's autoload error is then the last line)",
-        "kit/simulated_npu/simulated/torch_npu/_torch_version.py",
-        "        raise SystemExit(message)",
-        "        raise UnsupportedTorch(message)",
-        "the unit layer has no torch; tests/kit/test_torch_version.py::"
+        "kit/simulated_npu/simulated/torch_npu/_torch_version.py:check",
+        old="        raise SystemExit(message)",
+        new="        raise UnsupportedTorch(message)",
+        survives_because=KIT_NO_TORCH + "tests/kit/test_torch_version.py::"
         "test_where_torch_loads_the_kit_the_refusal_is_the_last_line_not_torchs_autoload_error kills it",
     ),
-    Mutation(
-        "cli: a command's unknown option told with the top-level usage",
-        "npu_shim/__main__.py",
-        "        (parser if before_the_command else args.command_parser).error(",
-        "        parser.error(",
-    ),
-    Mutation(
-        "cli: the bootstrap-dir example wrapped as prose",
-        "npu_shim/__main__.py",
-        "        formatter_class=argparse.RawDescriptionHelpFormatter,\n",
-        "",
-    ),
 ]
+
+
+class Stale(Exception):
+    """The target, or the text the mutation edits inside it, is no longer there."""
+
+
+class Broken(Exception):
+    """The mutation changes nothing, or what it makes does not compile."""
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _python_node(tree: ast.Module, qualname: str) -> ast.stmt:
+    if qualname.startswith("if "):  # a module-level `if` (start-up's `if __name__ == "sitecustomize"`), by its test
+        wanted = ast.dump(ast.parse(qualname[3:], mode="eval").body)
+        found = [node for node in tree.body if isinstance(node, ast.If) and ast.dump(node.test) == wanted]
+        if len(found) == 1:
+            return found[0]
+        raise Stale(f"no module-level `{qualname}`")
+    body: list[ast.stmt] = tree.body
+    node: ast.stmt | None = None
+    for depth, name in enumerate(qualname.split(".")):
+        assigned = [  # a module-level (or class-level) name given a value: FIX = ..., EXIT_CODES = ...
+            n
+            for n in body
+            if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets))
+            or (isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name)
+        ]
+        defined = [n for n in body if isinstance(n, _DEFINITIONS) and n.name == name]
+        matches = defined or (assigned if depth == len(qualname.split(".")) - 1 else [])
+        if len(matches) != 1:
+            raise Stale(f"{'no' if not matches else 'more than one'} {name} in {'.'.join(qualname.split('.')[:depth])}")
+        node = matches[0]
+        body = getattr(node, "body", [])
+    assert node is not None
+    return node
+
+
+def _python_segment(text: str, qualname: str) -> tuple[int, int, int]:
+    """The target's lines (start and end offsets in ``text``, decorators included) and its indentation."""
+    if qualname == "<module>":
+        return 0, len(text), 0
+    node = _python_node(ast.parse(text), qualname)
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    lines = text.splitlines(keepends=True)
+    start = sum(len(line) for line in lines[: first - 1])
+    end = sum(len(line) for line in lines[: node.end_lineno])
+    return start, end, node.col_offset
+
+
+def _json_keys(qualname: str) -> list[str]:
+    """``functions["a:b"]["0.8.0"]`` as ``["functions", "a:b", "0.8.0"]``."""
+    head, _, rest = qualname.partition("[")
+    keys = [head] if head else []
+    for key in re.findall(r'\["((?:[^"\\]|\\.)*)"\]', "[" + rest if rest else ""):
+        keys.append(json.loads(f'"{key}"'))
+    return keys
+
+
+def _mutated_json(text: str, mutation: Mutation) -> str:
+    data = json.loads(text)
+    *parents, last = _json_keys(mutation.qualname)
+    owner = data
+    for key in parents:
+        if not isinstance(owner, dict) or key not in owner:
+            raise Stale(f"no {key!r}")
+        owner = owner[key]
+    if not isinstance(owner, dict) or last not in owner:
+        raise Stale(f"no {last!r}")
+    if mutation.source == REMOVED:
+        del owner[last]
+    else:
+        segment = json.dumps(owner[last], indent=2)
+        owner[last] = json.loads(mutation.source or _replaced_once(segment, mutation))
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _toml_segment(text: str, header: str) -> tuple[int, int]:
+    """A table: its header line up to the next header (or the end)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == header]
+    if len(starts) != 1:
+        raise Stale(f"no table {header}")
+    following = [i for i in range(starts[0] + 1, len(lines)) if lines[i].startswith("[")]
+    end = following[0] if following else len(lines)
+    return sum(map(len, lines[: starts[0]])), sum(map(len, lines[:end]))
+
+
+def _replaced_once(segment: str, mutation: Mutation) -> str:
+    if segment.count(mutation.old) != 1:
+        raise Stale(f"its text is {'not' if mutation.old not in segment else 'more than once'} in the target")
+    return segment.replace(mutation.old, mutation.new)
+
+
+def mutated(text: str, mutation: Mutation) -> str:
+    """``text`` (the target file's) with the mutation made; Stale where its target or text is gone."""
+    if mutation.path.endswith(".json"):
+        result = _mutated_json(text, mutation)
+    else:
+        if mutation.path.endswith(".toml"):
+            start, end = _toml_segment(text, mutation.qualname)
+            indent = 0
+        else:
+            start, end, indent = _python_segment(text, mutation.qualname)
+        segment = text[start:end]
+        if mutation.source == REMOVED:
+            replacement = ""
+        elif mutation.source:
+            replacement = textwrap.indent(textwrap.dedent(mutation.source).strip("\n") + "\n", " " * indent)
+        else:
+            replacement = _replaced_once(segment, mutation)
+        result = text[:start] + replacement + text[end:]
+    if result == text:
+        raise Broken("it changes nothing")
+    if mutation.path.endswith(".py"):
+        try:
+            compile(result, mutation.path, "exec")
+        except SyntaxError as error:
+            raise Broken(f"the mutated file does not compile: {error}") from None
+    return result
 
 
 def copy_checkout(destination: Path) -> None:
@@ -688,14 +951,18 @@ def copy_checkout(destination: Path) -> None:
     ).stdout.decode()
     for name in filter(None, listed.split("\0")):
         source = ROOT / name
-        if source.is_file():
+        if source.is_file():  # a link to a file too (the root's sitecustomize.py); not .cache, a link to a directory
             target = destination / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target, follow_symlinks=False)  # the checkout's sitecustomize.py stays a link
+    missing = [name for name in MUST_BE_COPIED if not (destination / name).is_file()]
+    missing += [name for name in MUST_BE_LINKS if not (destination / name).is_symlink()]
+    if missing:
+        raise SystemExit(f"the copy of the checkout lacks {', '.join(missing)}: start-up would not be the checkout's")
 
 
-def run_unit_layer(checkout: Path) -> bool:
-    """True when the unit layer passes."""
+def run_unit_layer(checkout: Path) -> str | None:
+    """None when the unit layer passes; else the first failing test (or what stopped pytest)."""
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/unit", "-x", "-q", "-p", "no:cacheprovider"],
         cwd=checkout,
@@ -704,40 +971,69 @@ def run_unit_layer(checkout: Path) -> bool:
         timeout=900,
         check=False,
     )
-    return completed.returncode == 0
+    if completed.returncode == 0:
+        return None
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", completed.stdout, re.MULTILINE)
+    return failed[0] if failed else f"pytest exited {completed.returncode}"
+
+
+def check_names() -> None:
+    names = [mutation.name for mutation in MUTATIONS]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise SystemExit(f"mutations named twice: {twice}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("select", nargs="*", help="only mutations whose name contains one of these")
-    chosen = parser.parse_args().select
-    selected = [m for m in MUTATIONS if not chosen or any(part in m.name for part in chosen)]
+    parser.add_argument("--list", action="store_true", help="list them, each target looked up; run nothing")
+    args = parser.parse_args()
+    check_names()
+    selected = [m for m in MUTATIONS if not args.select or any(part in m.name for part in args.select)]
+    if args.list:
+        bad = 0
+        for mutation in selected:
+            try:
+                mutated((ROOT / mutation.path).read_text(encoding="utf-8"), mutation)
+                verdict = "ok"
+            except (Stale, Broken, OSError) as error:
+                verdict, bad = f"{type(error).__name__.lower()}: {error}", bad + 1
+            print(f"{mutation.name}\n    {mutation.target}  [{verdict}]")
+        print(f"{len(selected)} mutations, {bad} stale or broken")
+        return 1 if bad else 0
+    verdicts = []
     with tempfile.TemporaryDirectory(prefix="npu-shim-mutations-") as directory:
         checkout = Path(directory)
         copy_checkout(checkout)
-        if not run_unit_layer(checkout):
-            print("the unit layer fails without any mutation: nothing to measure")
+        failing = run_unit_layer(checkout)
+        if failing is not None:
+            print(f"the unit layer fails without any mutation ({failing}): nothing to measure")
             return 2
-        verdicts = []
         for mutation in selected:
             path = checkout / mutation.path
-            original = path.read_text(encoding="utf-8")
             started = time.monotonic()
-            if original.count(mutation.old) != 1:
-                verdict = "stale"
+            detail = ""
+            try:
+                original = path.read_text(encoding="utf-8")
+                path.write_text(mutated(original, mutation), encoding="utf-8")
+            except (Stale, OSError) as error:
+                verdict, detail = "stale", f"{mutation.target}: {error}"
+            except Broken as error:
+                verdict, detail = "broken", f"{mutation.target}: {error}"
             else:
-                path.write_text(original.replace(mutation.old, mutation.new), encoding="utf-8")
                 try:
-                    verdict = "survived" if run_unit_layer(checkout) else "killed"
+                    failing = run_unit_layer(checkout)
                 finally:
                     path.write_text(original, encoding="utf-8")
+                verdict, detail = ("survived", "") if failing is None else ("killed", f"by {failing}")
             if verdict == "survived" and mutation.survives_because:
-                verdict = "known"
+                verdict, detail = "known", mutation.survives_because
             verdicts.append(verdict)
             print(f"{verdict:<8}  {time.monotonic() - started:5.1f} s  {mutation.name}", flush=True)
-            if verdict == "known":
-                print(f"{'':18}{mutation.survives_because}")
-    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("killed", "known", "survived", "stale"))
+            if detail:
+                print(f"{'':18}{detail}", flush=True)
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("killed", "known", "survived", "stale", "broken"))
     print(counts + " (known: survivors of the unit layer that another layer kills)")
     return 0 if all(verdict in ("killed", "known") for verdict in verdicts) else 1
 

@@ -162,6 +162,26 @@ def test_a_function_bound_by_two_names_is_rebound_under_both(verl_module, monkey
     assert (caller.build, defining.build) == (shipped, shipped)
 
 
+def test_a_name_verl_bound_again_gets_the_fix_again_and_the_registry_keeps_verls_own(verl_module, monkeypatch):
+    """A function rebound under two names, then verl's own bound again under one of them (its module reloaded): not
+    "already applied" (one name is verl's again), but applied again; the registry keeps verl's own function under
+    both names, never npu_shim's (the first original wins, whichever names a later application binds over)."""
+    defining, caller = verl_module(OLD), verl_module("build = None  # bound below, as `from verl.some import build`\n")
+    caller.build = defining.build
+    monkeypatch.setitem(sys.modules, "verl.some", defining)
+    monkeypatch.setitem(sys.modules, "verl.caller", caller)
+    shipped = defining.build
+    fix = dataclasses.replace(BUILD, bound_in=("verl.caller", "verl.some")).as_fix()
+    changes = Writer()
+    assert fix.apply(defining, changes).verdict == "applied"
+    caller.build = shipped  # what a reload of the caller does: verl's own name again
+    assert fix.apply(defining, changes).verdict == "applied"
+    assert (caller.build, defining.build) == (adds_one, adds_one)
+    assert (get_original(caller, "build"), get_original(defining, "build")) == (shipped, shipped)
+    changes.revert()
+    assert (caller.build, defining.build) == (shipped, shipped)
+
+
 def test_a_module_imported_afresh_is_judged_afresh(verl_module, monkeypatch):
     """verl's own function bound again over npu_shim's (a reload) is verl's: missing, not already applied."""
     module = verl_module(OLD)
