@@ -96,6 +96,34 @@ def test_the_installed_bootstrap_activates_in_its_own_environment(installed_shim
     assert path.count(str(site)) == 1, "site-packages added a second time"
 
 
+def imported_at_start(python: Path, pythonpath: list[Path], cwd: Path) -> list[str]:
+    """The modules ``python -X importtime -c pass`` reports importing, in order (its stderr, one line each)."""
+    completed = subprocess.run(
+        [str(python), "-X", "importtime", "-c", "pass"],
+        env=clean_env(pythonpath),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = [line for line in completed.stderr.splitlines() if line.startswith("import time:")][1:]  # header first
+    return [line.rsplit("|", 1)[1].strip() for line in lines]
+
+
+def test_the_installed_bootstraps_common_case_imports_no_second_start_up_module(installed_shim, tmp_path):
+    """Its own environment, no switch, no later sitecustomize: the bootstrap decides alone, without the chain."""
+    python, site = installed_shim
+    bootstrap = site / "npu_shim_bootstrap"
+    common = imported_at_start(python, [bootstrap], tmp_path)
+    assert "sitecustomize" in common
+    assert not [name for name in common if "npu_shim" in name], common
+    # The same probe sees the chain where it is needed: a later sitecustomize to run after the shim's.
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "sitecustomize.py").write_text("")
+    assert "_npu_shim_chain" in imported_at_start(python, [bootstrap, tmp_path / "own"], tmp_path)
+
+
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_the_checkout_route_works_in_every_supported_python(tmp_path, version):
     path, via = state(pyenv_python(version), ROOT, tmp_path)

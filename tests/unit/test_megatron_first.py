@@ -196,6 +196,15 @@ def test_activation_after_megatron_warns_once_that_megatron_adaptor_came_too_lat
     assert completed.report["order"] == order
 
 
+@pytest.mark.parametrize(("switch", "warnings"), [("1", 1), ("0", 0), ("off", 0)])
+def test_no_late_warning_where_the_switch_turns_megatron_adaptor_first_off(fakes, switch, warnings):
+    """Off, the shim would not import MegatronAdaptor first anyway: nothing came too late, so nothing is said."""
+    env = clean_env([fakes["megatron"], fakes["adaptor"]], NPU_SHIM_MEGATRON_ADAPTOR=switch)
+    completed = run_python(LATE + "\n" + REPORT, env, cwd=fakes["cwd"])
+    assert completed.stderr.count(TOO_LATE) == warnings, completed.stderr
+    assert completed.report["order"] == ["megatron"]
+
+
 def test_the_late_warning_is_logged_on_logger_npu_shim(fakes):
     code = "import logging; records = []\n"
     code += "logging.getLogger('npu_shim').addHandler(type('H', (logging.Handler,), {'emit': "
