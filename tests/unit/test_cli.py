@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 
@@ -72,3 +73,15 @@ def test_the_bootstrap_dir_example_is_a_whole_line_to_copy():
     for columns in (40, 80, 200):
         lines = npu_shim_cli("bootstrap-dir", "--help", columns=columns).stdout.splitlines()
         assert "  export PYTHONPATH=$(python -m npu_shim bootstrap-dir):$PYTHONPATH" in lines, columns
+
+
+@pytest.mark.parametrize(("route", "has_override"), [("PYTHONPATH", False), ("VERL_USE_EXTERNAL_MODULES", True)])
+def test_runtime_env_offers_a_trainer_override_only_where_no_ray_expansion_is_needed(route, has_override):
+    """verl resolves its whole config: a ``${PYTHONPATH}`` in an override fails there (tests/matrix parses them)."""
+    result = npu_shim_cli("runtime-env", "--route", route)
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.splitlines()[-1]
+    if has_override:
+        assert shlex.split(last)[0].startswith("+ray_kwargs.ray_init.runtime_env={"), last
+    else:
+        assert last.startswith("# none for this route (it needs Ray's ${PYTHONPATH} expansion)"), last

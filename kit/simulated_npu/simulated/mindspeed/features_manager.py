@@ -224,8 +224,9 @@ def te_dot_product_attention_init_wrapper(init: Any) -> Any:
     """MindSpeed 0.18's (``core/context_parallel/tenpu_adaptor.py``): after TENPU's attention is built, put
     ``cp_window_size`` and ``use_cp_send_recv_overlap`` on it, read from ``megatron.training.get_args()``.
 
-    As there: Megatron-LM's training arguments, which verl never initialises, and which a megatron-core installed
-    from PyPI does not have (``megatron.training`` is Megatron-LM's): under verl this fails when the model is built.
+    As there: Megatron-LM's training arguments, which verl never initialises. megatron-core 0.18's wheel ships
+    ``megatron.training`` (``get_args()`` then fails: ``args is not initialized``), 0.12's does not (the import
+    fails): either way, under verl this fails when the model is built.
     """
 
     @functools.wraps(init)
