@@ -1,6 +1,5 @@
-"""The names every part of npu_shim agrees on, the NPU_SHIM_* switches, and "warn once per process".
-
-Standard library only, and nothing heavy: the package's ``__init__`` and the watcher read it before verl is imported.
+"""The names every part of npu_shim agrees on, the NPU_SHIM_* switches, and "warn once per process". Standard
+library only: the package's ``__init__`` and the watcher read it before verl is imported.
 """
 
 import os
