@@ -103,10 +103,8 @@ def package_dir_for_workers() -> str | None:
     from importlib.machinery import PathFinder
 
     try:
-        cwd: str | None = os.getcwd()
-    except OSError:  # started from a deleted directory: no entry of sys.path can be it
-        cwd = None
-    if cwd is None:  # '' and relative entries would stand for it: keep only absolute ones
+        cwd = os.getcwd()
+    except OSError:  # started from a deleted directory, which '' and relative entries would stand for
         elsewhere = [entry for entry in sys.path if os.path.isabs(entry)]
     else:
         elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != cwd]
