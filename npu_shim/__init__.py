@@ -4,8 +4,7 @@
 ``PYTHONPATH=$(python -m npu_shim bootstrap-dir)`` activates it in every interpreter.
 """
 
-# This module keeps the process's activation state. No `from __future__ import annotations`: a process that imports
-# it to read a constant pays for it.
+# The process's activation state. No `from __future__ import annotations`: importing it to read a constant pays for it.
 import os
 import sys
 
@@ -19,11 +18,8 @@ _activated_via: "str | None" = globals().get("_activated_via")
 
 
 def activate(via: str = "import") -> bool:
-    """Activate the shim in this process, once however often called; False when NPU_SHIM_DISABLE is set.
-
-    Safe before or after verl is imported: if verl is already loaded the hook is registered now. After Megatron was
-    imported it is too late to import MegatronAdaptor before it: one warning says so, where that would matter.
-    """
+    """Activate the shim in this process, once however often called, before or after verl is imported; False when
+    NPU_SHIM_DISABLE is set. After Megatron was imported, one warning says MegatronAdaptor came too late."""
     global _activated_via
     if os.environ.keys() & SWITCHES.keys():
         from npu_shim.settings import read_all

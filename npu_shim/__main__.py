@@ -1,7 +1,5 @@
-"""``python -m npu_shim`` (or ``npu-shim``): ``bootstrap-dir``, ``doctor`` and ``runtime-env``.
-
-Imports stay lazy: ``bootstrap-dir`` runs in a shell's ``$(...)`` and must not
-import wrapt, torch or verl.
+"""``python -m npu_shim`` (or ``npu-shim``): ``bootstrap-dir``, ``doctor`` and ``runtime-env``. Imports stay lazy:
+``bootstrap-dir`` runs in a shell's ``$(...)`` and must not import wrapt, torch or verl.
 """
 
 from __future__ import annotations
@@ -100,32 +98,19 @@ def emit(text: str) -> None:
 
 
 def package_dir_for_workers() -> str | None:
-    """The directory of the npu_shim package that interpreters started elsewhere import (None: this one).
-
-    ``python -m`` puts the current directory first on sys.path, so inside a checkout this
-    process runs the checkout's npu_shim; Ray workers and other directories do not see it.
-    Every command that names a shim for workers (``bootstrap-dir``, ``runtime-env``) asks this.
-    """
+    """The directory of the npu_shim package that interpreters started elsewhere import (None: this one): ``python
+    -m`` puts the current directory first on sys.path, which Ray workers and other directories do not see."""
     from importlib.machinery import PathFinder
 
     try:
-        cwd: str | None = os.getcwd()
-    except OSError:  # started from a deleted directory: no entry of sys.path can be it
-        cwd = None
-    if cwd is None:  # '' and relative entries would stand for it: keep only absolute ones
+        cwd = os.getcwd()
+    except OSError:  # started from a deleted directory, which '' and relative entries would stand for
         elsewhere = [entry for entry in sys.path if os.path.isabs(entry)]
     else:
         elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != cwd]
     spec = PathFinder.find_spec("npu_shim", elsewhere)
     locations = list(spec.submodule_search_locations or []) if spec and spec.origin else []  # not a namespace
     return locations[0] if locations else None
-
-
-def bootstrap_dir_for_workers() -> str:
-    """The bootstrap directory of the npu_shim that interpreters started elsewhere import."""
-    from npu_shim.propagation import bootstrap_dir
-
-    return bootstrap_dir(package_dir_for_workers())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,15 +121,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # argparse would answer with the top-level usage, even for the doctor's options
         before_the_command = argv.index(unknown[0]) < argv.index(args.command)
         (parser if before_the_command else args.command_parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "bootstrap-dir":
-        emit(bootstrap_dir_for_workers())
-        return 0
-    if args.command == "runtime-env":
+    if args.command in ("bootstrap-dir", "runtime-env"):
         from npu_shim import propagation
 
         package_dir = package_dir_for_workers()
-        route = args.route or propagation.default_route(package_dir)
-        emit(propagation.render(route, as_json=args.json, package_dir=package_dir))
+        if args.command == "bootstrap-dir":
+            emit(propagation.bootstrap_dir(package_dir))
+        else:
+            route = args.route or propagation.default_route(package_dir)
+            emit(propagation.render(route, as_json=args.json, package_dir=package_dir))
         return 0
     from npu_shim import doctor
 

@@ -1,7 +1,5 @@
-"""The fixes, in the order the hook applies them, and the one application of a module's fixes.
-
-Each fix module (:mod:`npu_shim.fixes`) declares ``FIX``, a :class:`~npu_shim.patcher.Fix`; a new fix is a module and
-one line of :data:`FIXES`.
+"""The fixes, in the order the hook applies them (a new fix is a module of :mod:`npu_shim.fixes` declaring ``FIX``,
+and one line of :data:`FIXES`), and the one application of a module's fixes.
 """
 
 from __future__ import annotations

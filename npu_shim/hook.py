@@ -1,10 +1,7 @@
-"""The hook: wrapt post-import hooks on every module a fix watches, loaded once verl is being imported.
+"""The hook: wrapt post-import hooks on every module a fix watches, registered once verl is being imported.
 
-wrapt calls :func:`on_module_imported` right after a watched module has executed (or at once, if it already has), in
-whatever order verl imports them. A hook that raises would fail verl's import and wrapt would forget it, so every
-failure is caught: the module's edits are reverted, one warning names the switch that turns the shim off, and the
-process goes on with verl as it shipped (``NPU_SHIM_STRICT=1`` raises instead). Where fixes change verl, one INFO
-line says so, which users see without configuring logging (:class:`StderrUntilConfigured`).
+A failure inside a hook (which would fail verl's import) is reverted and warned about once; verl goes on as it
+shipped (``NPU_SHIM_STRICT=1`` raises instead).
 """
 
 from __future__ import annotations
@@ -32,11 +29,8 @@ failed_module: str | None = None  # the module whose fixes failed (and were reve
 
 
 class StderrUntilConfigured(logging.StreamHandler):
-    """Writes npu_shim's records to the stderr of the moment while the application has configured no logging.
-
-    Python shows a library's records at WARNING and above only (``logging.lastResort``); the line that says where the
-    shim changed verl is INFO. Once the root logger has a handler (verl's or Ray's set-up), records reach it instead.
-    """
+    """Writes npu_shim's records (the INFO line too, which ``logging.lastResort`` drops) to the stderr of the moment,
+    while the root logger has no handler: once verl or Ray configures logging, records reach theirs instead."""
 
     def __init__(self) -> None:
         logging.Handler.__init__(self)  # not StreamHandler's: the stream is looked up at each record (pytest swaps it)

@@ -1,10 +1,5 @@
-"""The patcher: a fix as a record, the one writer of everything a fix changes in verl, and verl's originals.
-
-A :class:`Fix` names the module it watches, judges that module once imported (an :class:`Outcome` whose verdict is
-``missing`` where the change is), and edits it through a :class:`Writer`, the only code that changes verl. The writer
-keeps what verl had under each name in one registry (the first original wins, as gevent's ``saved``), which is also
-the undo log: a failure reverts every edit of the module's fixes and forgets what they kept. :meth:`Fix.apply` is the
-same three steps for every fix, and decides "already applied" for all of them.
+"""The patcher: a fix as a record (:class:`Fix`, judged to an :class:`Outcome`), the one writer of everything a fix
+changes in verl (:class:`Writer`, also the undo log), and verl's originals (the first one wins).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""How the shim reaches the interpreters verl starts (Ray workers, torchrun and multiprocessing children), and
-``npu-shim runtime-env``: the Ray ``runtime_env`` that gives verl's workers the shim, as JSON for ``ray job submit
---runtime-env-json`` and in Hydra's override grammar for verl's trainer (``+ray_kwargs.ray_init.runtime_env=...``).
-
-verl builds its engines in Ray actors: a patch applied only in the driver does not reach them.
+"""How the shim reaches the interpreters verl starts (Ray workers, torchrun and multiprocessing children: a patch in
+the driver alone does not reach verl's engines), and ``npu-shim runtime-env``: the Ray ``runtime_env`` that gives
+verl's workers the shim, as JSON and in Hydra's override grammar for verl's trainer.
 """
 
 from __future__ import annotations
@@ -35,12 +33,9 @@ def is_npu_shim_bootstrap(path: str) -> bool:
 
 
 def bootstrap_dir(package_dir: str | None = None) -> str:
-    """The directory to put on PYTHONPATH so that every interpreter activates the shim.
-
-    ``npu_shim_bootstrap`` beside an installed shim's package; the checkout itself for a shim run from a checkout
-    (its root ``sitecustomize.py``): the installed bootstrap activates only where npu_shim is already on sys.path,
-    and a checkout is not. ``package_dir``: that of another npu_shim than this one.
-    """
+    """The directory to put on PYTHONPATH so that every interpreter activates the shim (that of the npu_shim in
+    ``package_dir``, by default this one): ``npu_shim_bootstrap`` beside an installed package; a checkout itself (its
+    root ``sitecustomize.py``), since the installed bootstrap activates only where npu_shim is already importable."""
     parent = os.path.dirname(package_dir or PACKAGE_DIR)
     candidate = os.path.join(parent, "sitecustomize.py")
     if os.path.isfile(candidate) and is_npu_shim_bootstrap(candidate):
@@ -83,50 +78,32 @@ def environ_as_given() -> dict[str, str]:
 
 
 def ray_runtime_env(runtime_env: dict | None = None, bootstrap: str | None = None) -> dict:
-    """A copy of ``runtime_env`` whose workers start with the shim (their own PYTHONPATH kept).
-
-    The shim must be installed at the same path on every node, as in a container
-    image; Ray expands ``${PYTHONPATH}`` to the node's own value. ``bootstrap``: another
-    shim's bootstrap directory than this one's (the one workers import, for ``npu-shim runtime-env``).
-    """
-    merged = dict(runtime_env or {})
-    env_vars = dict(merged.get("env_vars") or {})
+    """A copy of ``runtime_env`` whose workers start with the shim (``bootstrap``: another shim's directory than this
+    one's), their own PYTHONPATH kept: Ray expands ``${PYTHONPATH}`` to the node's. The shim must be installed at the
+    same path on every node, as in a container image."""
+    env_vars = dict((runtime_env or {}).get("env_vars") or {})
     env_vars["PYTHONPATH"] = with_bootstrap_first(env_vars.get("PYTHONPATH", "${PYTHONPATH}"), bootstrap)
-    merged["env_vars"] = env_vars
-    return merged
+    return {**(runtime_env or {}), "env_vars": env_vars}
 
 
 def verl_modules_runtime_env(runtime_env: dict | None = None) -> dict:
-    """A copy of ``runtime_env`` whose workers import npu_shim when they import verl (0.6.0 and later).
-
-    ``VERL_USE_EXTERNAL_MODULES`` keeps the modules ``runtime_env`` already names, written as verl
-    accepts them (``"foo, npu_shim"`` would make ``import verl`` fail on ``" npu_shim"``).
-    The shim must be installed in the workers' environment (no PYTHONPATH is added).
-    """
-    merged = dict(runtime_env or {})
-    env_vars = dict(merged.get("env_vars") or {})
-    # verl imports each comma-separated name exactly as written: no blanks around a name, no empty names
+    """A copy of ``runtime_env`` whose workers import npu_shim, installed there, when they import verl (>= 0.6.0);
+    the modules it already names are kept."""
+    env_vars = dict((runtime_env or {}).get("env_vars") or {})
+    # verl imports each comma-separated name exactly as written ("foo, npu_shim" fails on " npu_shim"): no blanks
+    # around a name, no empty names
     modules = [name.strip() for name in env_vars.get(VERL_MODULES, "").split(",") if name.strip()]
     if PACKAGE not in modules:
         modules.append(PACKAGE)
     env_vars[VERL_MODULES] = ",".join(modules)
-    merged["env_vars"] = env_vars
-    return merged
+    return {**(runtime_env or {}), "env_vars": env_vars}
 
 
 def default_route(package_dir: str | None = None) -> str:
-    """verl's own route for an installed shim; a checkout is not importable by workers without PYTHONPATH.
-
-    ``package_dir``: the npu_shim package the workers import, when it is not this one.
-    """
+    """verl's own route for an installed shim (``package_dir``: the one workers import, by default this one); a
+    checkout is not importable by workers without PYTHONPATH."""
     installed = bootstrap_dir(package_dir) == os.path.join(os.path.dirname(package_dir or PACKAGE_DIR), BOOTSTRAP)
     return VERL_ROUTE if installed else PYTHONPATH_ROUTE
-
-
-def runtime_env(route: str, package_dir: str | None = None) -> dict[str, Any]:
-    if route == VERL_ROUTE:
-        return verl_modules_runtime_env()
-    return ray_runtime_env(bootstrap=bootstrap_dir(package_dir))
 
 
 def hydra_value(value: Any) -> str:
@@ -143,18 +120,14 @@ def hydra_value(value: Any) -> str:
 
 
 def hydra_override(env: dict[str, Any]) -> str | None:
-    """The override for verl's trainer, or None when ``env`` needs Ray's ``${VAR}`` expansion.
-
-    verl passes ``ray_init`` to Ray unresolved but later resolves its whole config:
-    an unescaped ``${PYTHONPATH}`` fails there as an OmegaConf interpolation, and an
-    escaped one reaches Ray with its backslash. verl's own route needs neither.
-    """
-    text = json.dumps(env)
-    return None if "${" in text else f"{HYDRA_KEY}={hydra_value(env)}"
+    """The override for verl's trainer, or None when ``env`` needs Ray's ``${VAR}`` expansion: verl resolves its whole
+    config, where an unescaped ``${PYTHONPATH}`` fails as an OmegaConf interpolation and an escaped one reaches Ray
+    with its backslash."""
+    return None if "${" in json.dumps(env) else f"{HYDRA_KEY}={hydra_value(env)}"
 
 
 def render(route: str, as_json: bool, package_dir: str | None = None) -> str:
-    env = runtime_env(route, package_dir)
+    env = verl_modules_runtime_env() if route == VERL_ROUTE else ray_runtime_env(bootstrap=bootstrap_dir(package_dir))
     if as_json:
         return json.dumps(env)
     override = hydra_override(env)

@@ -1,10 +1,5 @@
-"""How a fix recognises verl's code: the fingerprint of one function, against those of the released wheels.
-
-A :class:`KnownFunction` names a verl function (its file in verl's wheel and its qualified name, the key into
-``known_code.json``, which ``scripts/fingerprints.py`` generates) and the releases whose code lacks or has the change.
-Its :meth:`~KnownFunction.judge` gives the verdict; a :class:`Rebinding` (a function the fix replaces) is made a fix
-by :meth:`Rebinding.as_fix`. Code no release has is left as verl ships it (a local patch?), with one warning, where
-the installed verl's version says the change is missing.
+"""How a fix recognises verl's code: the fingerprint of one function against those of the released wheels
+(``known_code.json``, written by ``scripts/fingerprints.py``). A :class:`Rebinding` is a function a fix replaces.
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ class KnownFunction:
     fix: str  # the fix's name
     source: str  # the key into known_code.json: "verl/models/mcore/util.py:_build_npu_attn_mask"
     missing_in: tuple[str, ...]  # the releases whose code lacks the change
-    fixed_in: tuple[str, ...]  # the releases whose code has it
+    fixed_in: tuple[str, ...] = ()  # the releases whose code has it
     change: str  # the upstream change, in words for a reason: "verl #7055"
     if_left: str  # what a verl that needs the change meets when it is not applied
     breaks_critic: bool = False  # left unapplied, a Megatron critic on an NPU fails (the doctor's problem)
@@ -78,20 +73,18 @@ class KnownFunction:
         return self.qualname.rpartition(".")[2]
 
     @property
-    def module(self) -> str:
-        """The module the function is defined in: ``verl.models.mcore.util``."""
+    def module(self) -> str:  # where the function is defined: verl.models.mcore.util
         return self.file.removesuffix(".py").replace("/", ".")
 
     def owner(self, module: str = "") -> Any:
-        """The module (or its class, for a method) the function is read from, as imported; None where there is none.
-        ``module``: another module that bound the function's name (by default the one defining it)."""
+        """The module (or its class, for a method) the function is read from, as imported, or None; ``module``:
+        another module that bound the function's name (by default the one defining it)."""
         owner: Any = sys.modules.get(module or self.module)
         for name in self.qualname.split(".")[:-1]:
             owner = vars(owner).get(name) if owner is not None else None
         return owner
 
     def original(self, owner: Any) -> Any:
-        """verl's own function on ``owner``, also once a fix has replaced it (None if there is none)."""
         return get_original(owner, self.attribute)
 
     def releases(self, function: Any) -> list[str] | None:
@@ -106,46 +99,41 @@ class KnownFunction:
         """The verdict on verl's own function on ``owner`` (a fix's replacement is looked through)."""
         where = f"{getattr(owner, '__name__', '?')}.{self.attribute}"
         if owner is None:
-            return self._verdict(NOT_APPLICABLE, f"verl has no {self.module}.{self.qualname}")
+            return Outcome(self.fix, NOT_APPLICABLE, f"verl has no {self.module}.{self.qualname}")
         evidence = self.has_change(owner) if self.has_change else ""
         if evidence:
-            return self._verdict(NATIVE, evidence)
+            return Outcome(self.fix, NATIVE, evidence)
         current = self.original(owner)
         if current is None or is_ours(current):  # a name a fix bound where verl had none (shared_repatch's)
             ours = is_ours(vars(owner).get(self.attribute))
             why = f"{where} is npu_shim's own: this verl has none of its own" if ours else f"verl has no {where}"
-            return self._verdict(NOT_APPLICABLE, why)
+            return Outcome(self.fix, NOT_APPLICABLE, why)
         releases = self.releases(current)
         listed = ", ".join(releases or [])
         unneeded = self.needs_nothing(owner) if self.needs_nothing else ""
         if releases and set(releases) & set(self.missing_in):
-            return (
-                self._verdict(NOT_APPLICABLE, unneeded or "")
-                if unneeded
-                else self._verdict(MISSING, f"{where} (verl {listed}'s)")
-            )
-        if releases and set(releases) & set(self.fixed_in):
-            return self._verdict(NATIVE, f"{where} has {self.change} (the code of verl {listed})")
-        if releases:
-            return self._verdict(NOT_APPLICABLE, f"{where} is verl {listed}'s, which has no need of {self.change}")
-        if not (self.needed_on_any_version or verl_release() in self.missing_in):
+            verdict, why = MISSING, f"{where} (verl {listed}'s)"
+        elif releases and set(releases) & set(self.fixed_in):
+            return Outcome(self.fix, NATIVE, f"{where} has {self.change} (the code of verl {listed})")
+        elif releases:
+            return Outcome(self.fix, NOT_APPLICABLE, f"{where} is verl {listed}'s, which has no need of {self.change}")
+        elif not (self.needed_on_any_version or verl_release() in self.missing_in):
             why = f"{where} is not the code of a verl release npu_shim knows; left as verl ships it"
-            return self._verdict(NOT_APPLICABLE, why)
-        what = (
-            f"npu_shim's {DATA_FILE} has no entry for it: reinstall npu_shim"
-            if releases is None
-            else "its source could not be read"
-            if function_fingerprint(current) is None
-            else "a local patch?"
-        )
-        why = (
-            f"{where} is not the code of verl {', '.join(self.missing_in)} ({what}): left as verl ships it, "
-            f"without {self.change}, so {self.if_left}"
-        )
-        return self._verdict(NOT_APPLICABLE, unneeded) if unneeded else self._verdict(UNRECOGNISED, why)
-
-    def _verdict(self, verdict: str, reason: str) -> Outcome:
-        return Outcome(self.fix, verdict, reason)
+            return Outcome(self.fix, NOT_APPLICABLE, why)
+        else:
+            what = (
+                f"npu_shim's {DATA_FILE} has no entry for it: reinstall npu_shim"
+                if releases is None
+                else "its source could not be read"
+                if function_fingerprint(current) is None
+                else "a local patch?"
+            )
+            verdict = UNRECOGNISED
+            why = (
+                f"{where} is not the code of verl {', '.join(self.missing_in)} ({what}): left as verl ships it, "
+                f"without {self.change}, so {self.if_left}"
+            )
+        return Outcome(self.fix, NOT_APPLICABLE, unneeded) if unneeded else Outcome(self.fix, verdict, why)
 
 
 @dataclass(frozen=True, kw_only=True)

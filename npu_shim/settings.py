@@ -1,6 +1,5 @@
-"""The names every part of npu_shim agrees on, the NPU_SHIM_* switches, and "warn once per process".
-
-Standard library only, and nothing heavy: the package's ``__init__`` and the watcher read it before verl is imported.
+"""The names every part of npu_shim agrees on, the NPU_SHIM_* switches, and "warn once per process". Standard
+library only: the package's ``__init__`` and the watcher read it before verl is imported.
 """
 
 import os
@@ -23,21 +22,19 @@ SWITCHES = {
 }
 DISABLED_FIXES = "NPU_SHIM_DISABLED_FIXES"  # fix names, comma-separated: those fixes are not applied
 LOG_LEVEL = "NPU_SHIM_LOG_LEVEL"  # the npu_shim logger's level; INFO (the default) shows where verl was changed
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARN": 30, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 _warned = set()
 
 
 def switch(name: str) -> bool:
     """The boolean value of one switch of ``SWITCHES``; a value we cannot read gets a warning and the default."""
-    default = SWITCHES[name]
-    raw = os.environ.get(name)
+    default, raw = SWITCHES[name], os.environ.get(name)
     if raw is None:
         return default
-    value = raw.strip().lower()
-    if value in _TRUE or value in _FALSE:
-        return value in _TRUE
+    value = _BOOLEANS.get(raw.strip().lower())  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
+    if value is not None:
+        return value
     warn_once(
         f"bad-switch-{name}",
         "%s=%r is not a boolean (use 1/0, true/false, yes/no, on/off); using the default, %s",
@@ -82,10 +79,9 @@ def log_level() -> int:
     if value not in _LEVELS:
         warn_once(
             f"bad-switch-{LOG_LEVEL}",
-            "%s=%r is not a logging level (%s); using INFO",
+            "%s=%r is not a logging level (DEBUG, INFO, WARNING, ERROR); using INFO",
             LOG_LEVEL,
             raw,
-            "DEBUG, INFO, WARNING, ERROR",
         )
     return _LEVELS.get(value, _LEVELS["INFO"])
 

@@ -1,11 +1,6 @@
-"""The watcher: what npu_shim starts at the first import of verl, and at the first import of Megatron.
-
-A finder first in ``sys.meta_path`` that waits for the top-level names in ``npu_shim_waiting``. verl's first import
-registers npu_shim's hook (npu_shim/hook.py). Megatron's imports MegatronAdaptor before it where that is installed:
-MindSpeed core_r0.17.0/core_r0.18.0 need it loaded before Megatron (verl #7838), and only a start-up shim can give
-that order in every process, whoever imports Megatron. The bootstrap's sitecustomize hands over to this module at
-the first of those look-ups; ``import npu_shim`` puts it in ``sys.meta_path`` itself. Standard library only: a
-process that imports Megatron without MegatronAdaptor installed loads this and ``npu_shim.settings``, nothing else.
+"""The watcher: a finder first in ``sys.meta_path`` waiting for the first import of each name in
+``npu_shim_waiting``. verl's registers the hook; Megatron's imports MegatronAdaptor before it (verl #7838).
+Standard library only: a process importing Megatron without MegatronAdaptor loads this and ``npu_shim.settings``.
 """
 
 import os
@@ -28,8 +23,7 @@ hook_import_error = None  # why npu_shim.hook did not import, for the doctor
 
 
 def take_over() -> None:
-    """Be the one watcher in ``sys.meta_path``: in the bootstrap's place (the import system may be iterating over
-    the list: same length, same order), or first."""
+    """Be the one watcher in ``sys.meta_path``: in the bootstrap's place (same length, same order), or first."""
     bootstraps = [finder for finder in sys.meta_path if hasattr(finder, WAITING) and finder is not this]
     if this in sys.meta_path:
         for finder in bootstraps:
@@ -59,7 +53,6 @@ def find_spec(name: str, path: object = None, target: object = None) -> "_Module
 
 
 def stop_waiting(top: str) -> None:
-    """No longer wait for ``top``: its first import came (or came before npu_shim was activated)."""
     global npu_shim_waiting
     npu_shim_waiting = tuple(name for name in npu_shim_waiting if name != top)
 
@@ -87,12 +80,11 @@ def install_hook() -> None:
 
 
 def found(name: str) -> bool:
-    """Whether top-level ``name`` is found on sys.path; found, not imported (importing MindSpeed would patch)."""
+    """Whether top-level ``name`` is on sys.path; found, not imported (importing MindSpeed would patch)."""
     return _PathFinder.find_spec(name) is not None
 
 
-def megatron_modules() -> "list[str]":
-    """The Megatron modules in ``sys.modules``, in the order they were first imported."""
+def megatron_modules() -> "list[str]":  # in the order they were first imported
     return [name for name in sys.modules if name == MEGATRON or name.startswith(MEGATRON + ".")]
 
 

@@ -317,8 +317,8 @@ MUTATIONS = [
     Mutation(
         "recognition: code no release has is 'not applicable' where the version says the change is missing",
         "npu_shim/recognition.py:KnownFunction.judge",
-        old="        if not (self.needed_on_any_version or verl_release() in self.missing_in):\n",
-        new="        if not self.needed_on_any_version:\n",
+        old="        elif not (self.needed_on_any_version or verl_release() in self.missing_in):\n",
+        new="        elif not self.needed_on_any_version:\n",
     ),
     Mutation(
         "recognition: a release with the change taken for one without it",

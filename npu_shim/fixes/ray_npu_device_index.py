@@ -1,20 +1,18 @@
 """verl #7507 (open, no upstream fix): a Ray worker sets its NPU by the place of Ray's id in ASCEND_RT_VISIBLE_DEVICES.
 
-Mirrors: verl #7507 (open, no upstream fix): where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the id Ray gives
-a worker is looked up in that list, and its position is the device index. verl's own SGLang-on-NPU guide has users
-set ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1``; then every worker sees the devices the list names, and
-``Worker._setup_env_cuda_visible_devices`` (``verl/single_controller/base/worker.py``, every release 0.6.0 to 0.9.1)
-takes Ray's id, which is physical (``"5"`` of ``4,5,6,7``), as ``LOCAL_RANK`` and calls ``set_device(5)``: torch_npu
-raises ``Invalid device ID`` (four devices visible), or, for an id below the count, takes another NPU than Ray gave.
-Missing when: that method is the code of a verl release (its syntax tree: :mod:`npu_shim.recognition`; 0.6.0 to
-0.8.0 share one, 0.9.0 and 0.9.1 another), ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` is set (any value,
-as verl reads it) and ``ASCEND_RT_VISIBLE_DEVICES`` lists devices, in the process verl's worker module is imported
-in (a Ray worker inherits both from the node or its job's ``runtime_env``).
-Does: rebinds the method on verl's ``Worker`` to :func:`setup_env_visible_devices`, which runs verl's own function,
-the same code object, with one difference: Ray's runtime context reports each ``NPU`` id as its position in
-``ASCEND_RT_VISIBLE_DEVICES`` (``"5"`` -> ``"1"``), so verl's ``LOCAL_RANK`` and ``set_device`` both get the index.
-An id the list lacks, a GPU's, and every call where the two variables are not both set at that time, get verl's
-function as it is.
+Mirrors: verl #7507: where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the position of the id Ray gives a worker
+in that list is its device index.
+Missing when: ``Worker._setup_env_cuda_visible_devices`` (``verl/single_controller/base/worker.py``) is a release's
+code (0.6.0 to 0.8.0 share one, 0.9.0 and 0.9.1 another), ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` is set
+(any value, as verl reads it; verl's own SGLang-on-NPU guide sets it) and ``ASCEND_RT_VISIBLE_DEVICES`` lists devices,
+in the process verl's worker module is imported in (a Ray worker inherits both from the node or its job's
+``runtime_env``). verl then takes Ray's physical id (``"5"`` of ``4,5,6,7``) as ``LOCAL_RANK`` and calls
+``set_device(5)``: torch_npu raises ``Invalid device ID`` (four devices visible), or, for an id below the count,
+takes another NPU than Ray gave.
+Does: rebinds the method to :func:`setup_env_visible_devices`, which runs verl's own function, the same code object,
+with Ray's runtime context reporting each ``NPU`` id as its position in ``ASCEND_RT_VISIBLE_DEVICES`` (``"5"`` ->
+``"1"``). An id the list lacks, a GPU's, and every call where the two variables are not both set at that time, get
+verl's function as it is.
 """
 
 from __future__ import annotations
@@ -113,7 +111,6 @@ SETUP = Rebinding(
     fix=NAME,
     source=f"verl/single_controller/base/worker.py:{CLASS_NAME}.{METHOD}",
     missing_in=("0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1"),
-    fixed_in=(),
     change="verl #7507 (open)",
     if_left=f"a Ray worker whose NPU id is not its index in {VISIBLE} dies in set_device with torch_npu's "
     "'Invalid device ID', or takes another worker's NPU",

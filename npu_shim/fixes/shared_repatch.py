@@ -22,15 +22,10 @@ MINDSPEED_IMPL = "verl.workers.engine.mindspeed.transformer_impl"
 
 
 def mindspeed_repatch(engine_config: Any) -> None:
-    """Re-run MindSpeed's Megatron patches for this engine's config, before the device mesh exists.
-
-    MindSpeed wraps ``initialize_model_parallel`` for context parallelism only when
-    its patches see the CP size, which verl passes through its own config rather
-    than Megatron's command line: so this must run before
-    ``MegatronEngine._init_device_mesh`` initialises Megatron's parallel state.
-    """
-    # The `repatch` that verl's own module bound (None when MindSpeed is absent),
-    # looked up per call: importing mindspeed here would patch Megatron out of order.
+    """Re-run MindSpeed's Megatron patches for this engine's config before ``_init_device_mesh`` initialises
+    Megatron's parallel state: MindSpeed wraps it for context parallelism only if its patches see the CP size."""
+    # The `repatch` verl's own module bound (None without MindSpeed), looked up per call: importing mindspeed here
+    # would patch Megatron out of order.
     repatch = getattr(sys.modules.get(MINDSPEED_IMPL), "repatch", None)
     if repatch is None:
         return

@@ -24,6 +24,7 @@ NAME = "value_engine"
 CLASS_NAME = "MindspeedEngineWithValueHead"
 BASE_NAME = "MegatronEngineWithValueHead"
 KEY = {"model_type": "value_model", "backend": "megatron", "device": "npu"}
+KEY_TEXT = "({model_type}, {backend}, {device})".format(**KEY)
 MEGATRON_PACKAGE = "verl.workers.engine.megatron"
 MEGATRON_IMPL = "verl.workers.engine.megatron.transformer_impl"
 MINDSPEED_PACKAGE = "verl.workers.engine.mindspeed"
@@ -97,7 +98,7 @@ def judge(engine_package: ModuleType) -> Outcome:
         return Outcome(NAME, NOT_APPLICABLE, "verl has no (model_type, backend, device) engine registry (verl < 0.6)")
     registered = layout.registered(**KEY)
     if registered is not None:
-        return Outcome(NAME, NATIVE, f"verl registers {registered.__qualname__} for {_key()}")
+        return Outcome(NAME, NATIVE, f"verl registers {registered.__qualname__} for {KEY_TEXT}")
     if layout.megatron_impl is None:
         return Outcome(NAME, NOT_APPLICABLE, "verl's Megatron engine did not import")
     if getattr(layout.megatron_impl, BASE_NAME, None) is None:
@@ -105,7 +106,7 @@ def judge(engine_package: ModuleType) -> Outcome:
     if layout.mindspeed_impl is None:
         why = "verl's MindSpeed engine module did not import (is MindSpeed installed?)"
         return Outcome(NAME, NOT_APPLICABLE, why)
-    return Outcome(NAME, MISSING, f"verl registers nothing for {_key()}:")
+    return Outcome(NAME, MISSING, f"verl registers nothing for {KEY_TEXT}:")
 
 
 def edit(engine_package: ModuleType, writer: Writer) -> None:
@@ -126,7 +127,3 @@ def edit(engine_package: ModuleType, writer: Writer) -> None:
 
 
 FIX = Fix(name=NAME, judge=judge, edit=edit, applied=f"registered {CLASS_NAME}({BASE_NAME})")
-
-
-def _key() -> str:
-    return "({model_type}, {backend}, {device})".format(**KEY)
