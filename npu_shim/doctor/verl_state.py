@@ -145,13 +145,9 @@ def _layout_id(found_by_fix: dict[str, str], registry: Any) -> str:
         repatch = next(known for known in declared_functions() if known.fix == "mindspeed_line_repatch")
         original = repatch.original(repatch.owner()) if repatch.owner() is not None else None
         return "0.8.0" if original is not None and "0.8.0" in (repatch.releases(original) or []) else "native"
-    if lm_engine == UNRECOGNISED:
-        return "unrecognised"
-    if lm_engine == MISSING:
-        return "0.6/0.7"
     if lm_engine == NATIVE:  # both carry #5697 (the branch as its cherry-pick #5700): their versions tell them apart
         return "release/v0.7.1" if installed_verl_version().startswith("0.7") else "pre-#6135 main"
-    return "no mindspeed engine"
+    return {UNRECOGNISED: "unrecognised", MISSING: "0.6/0.7"}.get(lm_engine, "no mindspeed engine")
 
 
 def _registry_rows(registry: Any) -> list[RegistryRow]:
