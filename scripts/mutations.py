@@ -712,8 +712,8 @@ MUTATIONS = [
     Mutation(
         "routes: a route not set up, while another works, still told to be set up",
         "npu_shim/doctor/routes.py:judge",
-        old="        if effective not in (None, name) and not route.configured\n",
-        new="        if False\n",
+        old="        if effective not in (None, name) and not route.configured:\n",
+        new="        if False:\n",
     ),
     Mutation(
         "report: a field written under its Python name, not its JSON key (the registry's class, the routes' names)",

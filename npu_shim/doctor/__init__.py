@@ -81,16 +81,10 @@ def collect(
     return replace(report, routes=routes.judge(report))
 
 
-def main(
-    as_json: bool = False,
-    ray_address: str | None = None,
-    use_ray: bool = False,
-    timeout: float = 600,
-    device: str | None = None,
-) -> tuple[str, int]:
-    """The report (text, or one JSON object) and the exit status."""
+def main(as_json: bool = False, **options: Any) -> tuple[str, int]:
+    """The report (text, or one JSON object) and the exit status; ``options``: :func:`collect`'s."""
     from npu_shim.doctor.render import render
 
-    report = collect(ray_address, use_ray, timeout, device)
+    report = collect(**options)
     text = json.dumps(report.to_json(), indent=2, sort_keys=True) if as_json else render(report)
     return text, report.exit_code

@@ -54,15 +54,13 @@ def bridge_state() -> Bridge:
     """The default bridge here, and how verl's import of Megatron-Bridge fails: tried only where verl's Megatron
     engine module imported and the default is Megatron-Bridge (else no model to build, or mbridge builds it)."""
     default = default_bridge()
-    failure = None
-    if default == MEGATRON_BRIDGE and MEGATRON_ENGINE_MODULE in sys.modules:
-        failure = import_or_failure(VERL_BRIDGE_MODULE)[1]
+    tried = default == MEGATRON_BRIDGE and MEGATRON_ENGINE_MODULE in sys.modules
+    failure = import_or_failure(VERL_BRIDGE_MODULE)[1] if tried else None
     return Bridge(default, failure, meaning(failure))
 
 
 def meaning(failure: ImportFailure | None) -> str | None:
-    """What a failed import of Megatron-Bridge means for verl's Megatron engines, and the ways out this Megatron
-    leaves: below megatron-core 0.18 Megatron-Bridge cannot import, so only the legacy mbridge."""
+    """What a failed Megatron-Bridge import means for verl's Megatron engines, and the ways out this Megatron leaves."""
     if failure is None:
         return None
     ways_out = f"install Megatron-Bridge (verl's Ascend images: pip install --no-deps megatron-bridge), or {VANILLA}"
@@ -80,10 +78,10 @@ def meaning(failure: ImportFailure | None) -> str | None:
     parts = str(getattr(megatron, "__version__", "")).split(".")[:2]  # megatron-core's (major, minor)
     version = tuple(map(int, parts)) if len(parts) == 2 and all(map(str.isdigit, parts)) else None
     if version is not None and version < OLDEST_MEGATRON_FOR_BRIDGE:
+        oldest = ".".join(map(str, OLDEST_MEGATRON_FOR_BRIDGE))
         ways_out = (
             f"{VANILLA}, with mbridge installed (pip install mbridge); Megatron-Bridge does not import beside "
-            f"megatron-core {version[0]}.{version[1]} (it needs {OLDEST_MEGATRON_FOR_BRIDGE[0]}."
-            f"{OLDEST_MEGATRON_FOR_BRIDGE[1]} or later)"
+            f"megatron-core {version[0]}.{version[1]} (it needs {oldest} or later)"
         )
     return (
         f"verl's Megatron engines build their models through Megatron-Bridge by default (vanilla_mbridge=False), "

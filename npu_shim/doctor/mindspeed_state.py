@@ -26,8 +26,13 @@ ADAPTOR = "mindspeed.megatron_adaptor"  # what verl imports `repatch` from
 # What MindSpeed core_r0.17.0 and core_r0.18.0 need besides themselves, installed in this order before MindSpeed:
 MEGATRON_ADAPTOR = watcher.ADAPTOR  # MegatronAdaptor; their `mindspeed/__init__.py` is `import megatron_adaptor`
 TRANSFORMER_ENGINE = "transformer_engine"  # TransformerEngineNPU
+TENPU = "TransformerEngineNPU (module transformer_engine)"
 INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed"
 PATCHES_OFF = "verl runs with repatch = None, every MindSpeed patch off"
+NO_CONFIG = (  # where verl binds no repatch
+    "verl's engine config never reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's "
+    "own command-line flags"
+)
 
 
 def stack() -> Report:  # found, not imported: that could patch Megatron
@@ -72,12 +77,8 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
         reason = (
             "npu_shim imports MegatronAdaptor at the first import of Megatron, in every process started as this one"
         )
-    return AdaptorOrder(
-        installed=installed,
-        before_megatron=installed and activated_at_start is not None and switch(watcher.ADAPTOR_SWITCH),
-        megatron_first=first,
-        reason=reason,
-    )
+    before_megatron = installed and activated_at_start is not None and switch(watcher.ADAPTOR_SWITCH)
+    return AdaptorOrder(installed, before_megatron, first, reason)
 
 
 def with_mindspeed(report: Report, layout: VerlLayout) -> Report:
@@ -114,16 +115,9 @@ def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: Report, *, shims_repatc
     if tried.transformer_engine_import_error:
         return [_transformer_engine_meaning(tried.transformer_engine_import_error)]
     if tried.mindspeed_adaptor_has_repatch:
-        return [
-            f"no repatch bound by verl, though {ADAPTOR}.repatch imports here: verl's engine config never "
-            "reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's own command-line flags"
-        ]
+        return [f"no repatch bound by verl, though {ADAPTOR}.repatch imports here: {NO_CONFIG}"]
     if not mindspeed.repatch_importable:  # MindSpeed absent, or a line whose adaptor has no repatch
-        return [
-            "no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): verl's engine "
-            "config never reaches MindSpeed; fusion attention and context parallelism only by MindSpeed's "
-            "own command-line flags"
-        ]
+        return [f"no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): {NO_CONFIG}"]
     meaning = []
     if mindspeed.batch_invariant_attention is False:
         meaning.append(
@@ -159,19 +153,15 @@ def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: Report, *, shims_repatc
 
 def _import_failure(failure: ImportFailure) -> str:  # an installed MindSpeed's adaptor that does not import
     if failure.missing == MEGATRON_ADAPTOR:
-        also = (
-            ""
-            if found(TRANSFORMER_ENGINE)
-            else "; TransformerEngineNPU (module transformer_engine) is not installed either"
-        )
+        also = "" if found(TRANSFORMER_ENGINE) else f"; {TENPU} is not installed either"
         return (
             "MegatronAdaptor (module megatron_adaptor) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
             f"imports it at `import mindspeed`, so {PATCHES_OFF}{also}; fix: {INSTALL_ORDER}"
         )
     if failure.missing == TRANSFORMER_ENGINE:
         return (
-            "TransformerEngineNPU (module transformer_engine) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
-            f"imports it at `import {failure.module}`, so {PATCHES_OFF}; fix: {INSTALL_ORDER}"
+            f"{TENPU} is not installed: MindSpeed core_r0.17.0/core_r0.18.0 imports it at `import {failure.module}`, "
+            f"so {PATCHES_OFF}; fix: {INSTALL_ORDER}"
         )
     return f"MindSpeed is installed but `import {failure.module}` failed: {failure.error}: {PATCHES_OFF}"
 
@@ -182,8 +172,5 @@ def _transformer_engine_meaning(failure: ImportFailure) -> str:
         "MindSpeed core_r0.18.0's norms fail to build"
     )
     if failure.missing == TRANSFORMER_ENGINE:
-        return (
-            "TransformerEngineNPU (module transformer_engine) is not installed beside MegatronAdaptor and MindSpeed: "
-            f"{consequence}; fix: {INSTALL_ORDER}"
-        )
+        return f"{TENPU} is not installed beside MegatronAdaptor and MindSpeed: {consequence}; fix: {INSTALL_ORDER}"
     return f"TransformerEngineNPU is installed but `import {failure.module}` failed: {failure.error}: {consequence}"

@@ -81,12 +81,9 @@ def probe_on_ray(
 ) -> tuple[dict[str, Any], str]:
     """The probe's report from a Ray worker within ``timeout`` s, and where it ran; else RuntimeError."""
     deadline = time.time() + timeout - GRACE
+    code = CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline, timeout=timeout, device=device)
     client = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline, timeout=timeout, device=device),
-        ],
+        [sys.executable, "-c", code],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

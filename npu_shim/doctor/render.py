@@ -10,6 +10,15 @@ WOULD.update({"unrecognised": "code it does not know", "disabled": "turned off"}
 YES_NO = {True: "yes", False: "no", None: "unknown"}
 BRIDGES = {"mbridge": "mbridge (verl's default here)"}  # None: Megatron-Bridge
 BRIDGES[None] = "Megatron-Bridge (verl's default, vanilla_mbridge=False): imports here"
+# Why verl bound no repatch though MindSpeed is installed, by whether mindspeed.megatron_adaptor has one (None: the
+# probe tried nothing, as verl's engine package did not import)
+NOT_BOUND = {
+    False: "MindSpeed is installed and mindspeed.megatron_adaptor imports, without a repatch (a line without it)",
+    True: "its MindSpeed engine module holds no repatch, though MindSpeed is installed and "
+    "mindspeed.megatron_adaptor.repatch imports here",
+    None: "its MindSpeed engine module holds no repatch (its guarded import of mindspeed.megatron_adaptor failed "
+    "when verl imported it, or this line has none), though MindSpeed is installed",
+}
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -40,21 +49,7 @@ def _repatch_text(report: Report) -> str:
         return "not bound by verl: MindSpeed is not installed here"
     if failure:  # what verl's guarded import hid
         return f"not bound by verl: MindSpeed is installed, but `import {failure.module}` fails: {failure.error}"
-    if report.mindspeed_adaptor_has_repatch is False:
-        return (
-            "not bound by verl: MindSpeed is installed and mindspeed.megatron_adaptor imports, without a repatch "
-            "(a line without it)"
-        )
-    if report.mindspeed_adaptor_has_repatch:
-        return (
-            "not bound by verl: its MindSpeed engine module holds no repatch, though MindSpeed is installed and "
-            "mindspeed.megatron_adaptor.repatch imports here"
-        )
-    return (  # nothing tried (mindspeed_adaptor_has_repatch None): verl's engine package did not import
-        "not bound by verl: its MindSpeed engine module holds no repatch (its guarded import of "
-        "mindspeed.megatron_adaptor failed when verl imported it, or this line has none), though MindSpeed "
-        "is installed"
-    )
+    return f"not bound by verl: {NOT_BOUND[report.mindspeed_adaptor_has_repatch]}"
 
 
 def _verl_lines(report: Report) -> list[tuple[str, str]]:

@@ -32,17 +32,16 @@ def read(cls: type[T], data: Any) -> T:
     """The ``cls`` that :func:`to_json` wrote as ``data``; ValueError naming what is missing or of the wrong kind."""
     if not isinstance(data, Mapping):
         raise ValueError(f"{cls.__name__}: expected a JSON object, got {type(data).__name__}")
-    hints, values = typing.get_type_hints(cls), {}
-    for item in dataclasses.fields(cls):  # type: ignore[arg-type]
+    hints, values, missing = typing.get_type_hints(cls), {}, []
+    for item in (item for item in dataclasses.fields(cls) if item.init):  # type: ignore[arg-type]
         key = JSON_NAMES.get(item.name, item.name)
-        if item.init and key in data:
+        if key in data:
             values[item.name] = _read(hints[item.name], data[key], f"{cls.__name__}.{key}")
-    try:
-        return cls(**values)
-    except TypeError:  # a required key is missing (default and default_factory both MISSING): another npu_shim's
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-        missing = [f.name for f in fields if f.init and f.default is f.default_factory and f.name not in values]
-        raise ValueError(f"{cls.__name__}: no {', '.join(JSON_NAMES.get(name, name) for name in missing)}") from None
+        elif item.default is item.default_factory:  # both MISSING: a required key, missing (another npu_shim's)
+            missing.append(key)
+    if missing:
+        raise ValueError(f"{cls.__name__}: no {', '.join(missing)}")
+    return cls(**values)
 
 
 def _read(hint: Any, value: Any, where: str) -> Any:

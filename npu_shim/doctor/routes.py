@@ -161,10 +161,7 @@ def judge(report: Report) -> Routes:
         routes = [replace(r, works=False, reason=why) if r.works and shim.activated_via else r for r in routes]
     named = Routes(*routes).by_name()
     effective = next((name for name, route in named.items() if route.works), None)
-    named = {  # no hint to set up a second route
-        name: replace(route, needed=False, reason=f"not used (the shim comes by {effective})")
-        if effective not in (None, name) and not route.configured
-        else route
-        for name, route in named.items()
-    }
+    for name, route in named.items():  # no hint to set up a second route
+        if effective not in (None, name) and not route.configured:
+            named[name] = replace(route, needed=False, reason=f"not used (the shim comes by {effective})")
     return Routes(*named.values(), effective=effective)

@@ -8,7 +8,6 @@ it is inactive, the fixes are dry-run and reverted at once.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 import npu_shim
 from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, declared_functions
 from npu_shim.doctor import bridge_state, mindspeed_state
-from npu_shim.doctor.bridge_state import error_text, found
+from npu_shim.doctor.bridge_state import error_text, found, import_or_failure
 from npu_shim.doctor.report import (
     NOT_JUDGED,
     OK,
@@ -81,12 +80,10 @@ def _shim_state() -> ShimState:
     failure_text = None if failure is None else error_text(failure)
     disabled = switch("NPU_SHIM_DISABLE")
     reason = None
-    if via is None:
-        reason = (
-            "disabled by NPU_SHIM_DISABLE"
-            if disabled
-            else "not activated: no sitecustomize of npu_shim ran, and importing verl did not import npu_shim"
-        )
+    if via is None and disabled:
+        reason = "disabled by NPU_SHIM_DISABLE"
+    elif via is None:
+        reason = "not activated: no sitecustomize of npu_shim ran, and importing verl did not import npu_shim"
     elif hook is None:  # what stopped it, found rather than guessed: no wrapt, or the error the hook's import raised
         no_wrapt = "wrapt" not in sys.modules and not found("wrapt")
         error = getattr(sys.modules.get("npu_shim.watcher"), "hook_import_error", None)
@@ -148,13 +145,9 @@ def _layout_id(found_by_fix: dict[str, str], registry: Any) -> str:
         repatch = next(known for known in declared_functions() if known.fix == "mindspeed_line_repatch")
         original = repatch.original(repatch.owner()) if repatch.owner() is not None else None
         return "0.8.0" if original is not None and "0.8.0" in (repatch.releases(original) or []) else "native"
-    if lm_engine == UNRECOGNISED:
-        return "unrecognised"
-    if lm_engine == MISSING:
-        return "0.6/0.7"
     if lm_engine == NATIVE:  # both carry #5697 (the branch as its cherry-pick #5700): their versions tell them apart
         return "release/v0.7.1" if installed_verl_version().startswith("0.7") else "pre-#6135 main"
-    return "no mindspeed engine"
+    return {UNRECOGNISED: "unrecognised", MISSING: "0.6/0.7"}.get(lm_engine, "no mindspeed engine")
 
 
 def _registry_rows(registry: Any) -> list[RegistryRow]:
@@ -216,23 +209,20 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
     report = mindspeed_state.stack()
     verl = None if verl_import_error else sys.modules.get("verl")
     error, engine_package, import_errors, device = verl_import_error, None, {}, None
-    with contextlib.redirect_stdout(sys.stderr):  # verl and its dependencies may print; stdout carries the report
-        if verl is not None:
-            try:
-                engine_package = importlib.import_module(ENGINE_PACKAGE)
-            except Exception as raised:
-                error = f"{ENGINE_PACKAGE} did not import: {error_text(raised)}"
-            for module in dict.fromkeys(fix.watches for fix in FIXES if fix.watches != ENGINE_PACKAGE):
-                try:  # as verl's workers do: the hook judges each when it imports
-                    importlib.import_module(module)
-                except Exception as raised:  # e.g. a verl older than the module, or no Megatron
-                    import_errors[module] = error_text(raised)
-            try:
+    if verl is not None:  # what the fixes watch, as verl's workers import it (the hook judges each module then)
+        watched = dict.fromkeys([ENGINE_PACKAGE, *(fix.watches for fix in FIXES)])
+        imported = {module: import_or_failure(module) for module in watched}
+        engine_package, failure = imported[ENGINE_PACKAGE]
+        error = f"{ENGINE_PACKAGE} did not import: {failure.error}" if failure else None
+        # a module may fail where the engine package imports: a verl older than it, or no Megatron
+        import_errors = {module: failed.error for module, (_, failed) in imported.items() if failed}
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # verl may print; stdout carries the report
                 from verl.utils.device import get_device_name
 
                 device = str(get_device_name())
-            except Exception as raised:
-                logger.debug("verl.utils.device.get_device_name() failed: %s", error_text(raised))
+        except Exception as raised:
+            logger.debug("verl.utils.device.get_device_name() failed: %s", error_text(raised))
     shim = _shim_state()
     report = replace(report, shim=shim, torch_npu=_torch_npu(), assumed_device=assumed_device)
 
@@ -294,8 +284,7 @@ def _judge(report: Report) -> str:
 
 
 def with_probe(report: Report, start: dict[str, Any], megatron_at_adaptor: list[str] | None) -> Report:
-    """``report`` with what ``probe.py`` read of start-up (``start``) and of MegatronAdaptor's order (the Megatron
-    modules imported when ``megatron_adaptor`` was first looked for)."""
+    """``report`` with what ``probe.py`` read of start-up (``start``) and of MegatronAdaptor's order."""
     probe = read(ProbeState, start)
     return replace(
         report,
