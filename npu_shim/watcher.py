@@ -28,7 +28,7 @@ def take_over() -> None:
     if this in sys.meta_path:
         for finder in bootstraps:
             sys.meta_path.remove(finder)
-    elif bootstraps:
+    elif bootstraps:  # replaced in place: the import system may be iterating over the list right now
         sys.meta_path[sys.meta_path.index(bootstraps[0])] = this
     else:
         sys.meta_path.insert(0, this)
