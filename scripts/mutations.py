@@ -14,14 +14,23 @@ was; a target that no longer exists, or an ``old`` text no longer in it, is repo
 * in a TOML file, a table by its header (``[project.entry-points."verl.plugins"]``), up to the next header.
 
 ``source=REMOVED`` removes the target. Each mutation is made in a copy of the checkout (the working tree is never
-touched). It is *killed* when ``pytest tests/unit -x`` fails with it (the first failing test is printed), *survived*
-when the unit layer stays green, and *broken* when the mutated Python does not compile or the edit changes nothing
-(a mutation must express a bug, not a syntax error). Run with the unit environment that ``make test`` builds::
+touched; ``--jobs`` copies, one per core by default, judge mutations side by side). It is *killed* when ``pytest
+tests/unit -x`` fails with it (the first failing test is printed), *survived* when the unit layer stays green, and
+*broken* when the mutated Python does not compile or the edit changes nothing (a mutation must express a bug, not a
+syntax error). Run with the unit environment that ``make test`` builds::
 
-    .cache/envs/unit-*/bin/python scripts/mutations.py              # every mutation, 30-90 s each
+    .cache/envs/unit-*/bin/python scripts/mutations.py              # every mutation, 10-80 s each
     .cache/envs/unit-*/bin/python scripts/mutations.py watcher:      # those whose name contains "watcher:"
     .cache/envs/unit-*/bin/python scripts/mutations.py chain: kit:   # ... "chain:" or "kit:"
     .cache/envs/unit-*/bin/python scripts/mutations.py --list        # names and targets, each target looked up
+
+A known survivor is checked against the layer its reason names with ``--python`` (that environment's interpreter)
+and ``--tests`` (the test paths or ids), the environment's test variables set as ``noxfile.test_variables`` sets
+them; there a survivor is reported as one (docs/testing.md has the commands)::
+
+    NPU_SHIM_TEST_VERL=0.9.1 NPU_SHIM_SIM_MINDSPEED=master NPU_SHIM_TEST_BRIDGE=mbridge \
+    .cache/envs/unit-*/bin/python scripts/mutations.py --python .cache/envs/verl-0.9.1-a5-*/bin/python \
+        --tests tests/matrix/test_upstream_fixes.py megatron_checkpoint_metadata:
 
 Exit status 1 when a mutation survived, went stale or is broken, unless it is a known survivor: one the unit layer
 cannot see, with the reason and the layer that kills it (``survives_because``, also in docs/testing.md); 2 when the
@@ -32,7 +41,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import concurrent.futures
+import contextlib
 import json
+import os
+import queue
 import re
 import shutil
 import subprocess
@@ -48,6 +61,7 @@ REMOVED = "<removed>"  # as ``source``: the target goes
 # Start-up runs these from the checkout's root (links) and npu_shim_bootstrap/: the copy must hold all of them.
 MUST_BE_COPIED = ("npu_shim_bootstrap/sitecustomize.py", "npu_shim_bootstrap/_npu_shim_chain.py")
 MUST_BE_LINKS = ("sitecustomize.py", "_npu_shim_chain.py")
+UNIT_LAYER = (os.path.abspath(sys.executable), ("tests/unit",))  # what a mutation runs against (else --python, --tests)
 
 
 @dataclass(frozen=True)
@@ -643,7 +657,7 @@ MUTATIONS = [
         "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
         "npu_shim/doctor/verl_state.py:_judge",
         old="not report.value_model_megatron_resolves",
-        new="(report.layout is not None and not report.value_model_megatron_resolves)",
+        new="(report.layout.id is not None and not report.value_model_megatron_resolves)",
     ),
     Mutation(
         "doctor: an unrecognised fix without which the critic fails left out of the status",
@@ -961,11 +975,16 @@ def copy_checkout(destination: Path) -> None:
         raise SystemExit(f"the copy of the checkout lacks {', '.join(missing)}: start-up would not be the checkout's")
 
 
-def run_unit_layer(checkout: Path) -> str | None:
-    """None when the unit layer passes; else the first failing test (or what stopped pytest)."""
+def run_layer(checkout: Path, layer: tuple[str, tuple[str, ...]] = UNIT_LAYER) -> str | None:
+    """None when the layer (an interpreter, test paths) passes; else the first failing test (or what stopped pytest)."""
+    python, tests = layer
+    environ = dict(os.environ)
+    if layer != UNIT_LAYER:  # a matrix environment has the kit installed, as a user installs it: the copy's goes first
+        environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout / "kit"), environ.get("PYTHONPATH")]))
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/unit", "-x", "-q", "-p", "no:cacheprovider"],
+        [python, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider"],
         cwd=checkout,
+        env=environ,
         capture_output=True,
         text=True,
         timeout=900,
@@ -984,11 +1003,41 @@ def check_names() -> None:
         raise SystemExit(f"mutations named twice: {twice}")
 
 
-def main() -> int:
+def judge(mutation: Mutation, checkout: Path, layer: tuple[str, tuple[str, ...]]) -> tuple[str, str]:
+    """The verdict on one mutation, made in ``checkout`` (a copy, restored after), and what it says beside it."""
+    path = checkout / mutation.path
+    try:
+        original = path.read_text(encoding="utf-8")
+        path.write_text(mutated(original, mutation), encoding="utf-8")
+    except (Stale, OSError) as error:
+        return "stale", f"{mutation.target}: {error}"
+    except Broken as error:
+        return "broken", f"{mutation.target}: {error}"
+    try:
+        failing = run_layer(checkout, layer)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    if failing is not None:
+        return "killed", f"by {failing}"
+    if mutation.survives_because and layer == UNIT_LAYER:
+        return "known", mutation.survives_because
+    return "survived", ""
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("select", nargs="*", help="only mutations whose name contains one of these")
     parser.add_argument("--list", action="store_true", help="list them, each target looked up; run nothing")
-    args = parser.parse_args()
+    parser.add_argument("--python", default=sys.executable, help="another environment's interpreter (known survivors)")
+    parser.add_argument("--tests", action="append", help="a test path or id to run instead (repeatable)")
+    # The unit layer runs one test at a time: one copy of the checkout per core halves a run on the 2-core machine kind
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutations run side by side")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = arguments()
+    layer = (os.path.abspath(args.python), tuple(args.tests or UNIT_LAYER[1]))  # run from the copy
     check_names()
     selected = [m for m in MUTATIONS if not args.select or any(part in m.name for part in args.select)]
     if args.list:
@@ -1002,37 +1051,34 @@ def main() -> int:
             print(f"{mutation.name}\n    {mutation.target}  [{verdict}]")
         print(f"{len(selected)} mutations, {bad} stale or broken")
         return 1 if bad else 0
-    verdicts = []
-    with tempfile.TemporaryDirectory(prefix="npu-shim-mutations-") as directory:
-        checkout = Path(directory)
-        copy_checkout(checkout)
-        failing = run_unit_layer(checkout)
+    with contextlib.ExitStack() as stack:
+        checkouts = [
+            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="npu-shim-mutations-")))
+            for _ in range(max(1, min(args.jobs, len(selected))))
+        ]
+        copies: queue.Queue[Path] = queue.Queue()  # the copies no mutation is being judged in
+        for checkout in checkouts:
+            copy_checkout(checkout)
+            copies.put(checkout)
+        failing = run_layer(checkouts[0], layer)
         if failing is not None:
-            print(f"the unit layer fails without any mutation ({failing}): nothing to measure")
+            print(f"the layer fails without any mutation ({failing}): nothing to measure")
             return 2
-        for mutation in selected:
-            path = checkout / mutation.path
-            started = time.monotonic()
-            detail = ""
+
+        def judged_in_a_free_copy(mutation: Mutation) -> str:
+            checkout = copies.get()
             try:
-                original = path.read_text(encoding="utf-8")
-                path.write_text(mutated(original, mutation), encoding="utf-8")
-            except (Stale, OSError) as error:
-                verdict, detail = "stale", f"{mutation.target}: {error}"
-            except Broken as error:
-                verdict, detail = "broken", f"{mutation.target}: {error}"
-            else:
-                try:
-                    failing = run_unit_layer(checkout)
-                finally:
-                    path.write_text(original, encoding="utf-8")
-                verdict, detail = ("survived", "") if failing is None else ("killed", f"by {failing}")
-            if verdict == "survived" and mutation.survives_because:
-                verdict, detail = "known", mutation.survives_because
-            verdicts.append(verdict)
-            print(f"{verdict:<8}  {time.monotonic() - started:5.1f} s  {mutation.name}", flush=True)
-            if detail:
-                print(f"{'':18}{detail}", flush=True)
+                started = time.monotonic()
+                verdict, detail = judge(mutation, checkout, layer)
+            finally:
+                copies.put(checkout)
+            line = f"{verdict:<8}  {time.monotonic() - started:5.1f} s  {mutation.name}"
+            sys.stdout.write(line + (f"\n{'':18}{detail}" if detail else "") + "\n")  # one write: whole under --jobs
+            sys.stdout.flush()
+            return verdict
+
+        with concurrent.futures.ThreadPoolExecutor(len(checkouts)) as pool:
+            verdicts = list(pool.map(judged_in_a_free_copy, selected))
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("killed", "known", "survived", "stale", "broken"))
     print(counts + " (known: survivors of the unit layer that another layer kills)")
     return 0 if all(verdict in ("killed", "known") for verdict in verdicts) else 1

@@ -36,7 +36,7 @@ NOSET, VISIBLE = fix.NOSET, fix.VISIBLE
     ],
 )
 def test_an_id_becomes_its_place_among_the_visible_devices(accelerator_id, listed, index):
-    assert fix.device_index(accelerator_id, [entry.strip() for entry in listed.split(",")]) == index
+    assert fix.device_index(accelerator_id, fix.visible_devices({NOSET: "1", VISIBLE: listed})) == index
 
 
 @pytest.mark.parametrize(
