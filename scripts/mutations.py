@@ -34,7 +34,7 @@ them; there a survivor is reported as one (docs/testing.md has the commands)::
 
 Exit status 1 when a mutation survived, went stale or is broken, unless it is a known survivor: one the unit layer
 cannot see, with the reason and the layer that kills it (``survives_because``, also in docs/testing.md); 2 when the
-unit layer fails without any mutation.
+layer fails without any mutation.
 """
 
 from __future__ import annotations
@@ -1038,6 +1038,8 @@ def arguments() -> argparse.Namespace:
 def main() -> int:
     args = arguments()
     layer = (os.path.abspath(args.python), tuple(args.tests or UNIT_LAYER[1]))  # run from the copy
+    if not os.access(layer[0], os.X_OK):
+        raise SystemExit(f"--python {args.python}: no interpreter there (an environment's bin/python)")
     check_names()
     selected = [m for m in MUTATIONS if not args.select or any(part in m.name for part in args.select)]
     if args.list:
