@@ -975,7 +975,7 @@ def copy_checkout(destination: Path) -> None:
         raise SystemExit(f"the copy of the checkout lacks {', '.join(missing)}: start-up would not be the checkout's")
 
 
-def run_layer(checkout: Path, layer: tuple[str, tuple[str, ...]] = UNIT_LAYER) -> str | None:
+def run_layer(checkout: Path, layer: tuple[str, tuple[str, ...]]) -> str | None:
     """None when the layer (an interpreter, test paths) passes; else the first failing test (or what stopped pytest)."""
     python, tests = layer
     environ = dict(os.environ)
