@@ -9,11 +9,15 @@ the demo and the tests share one verl 0.7.1 environment instead of two.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +35,15 @@ UV_CACHE = ROOT / ".cache" / "uv"
 # backtrack verl 0.8.0's datasets to 2.14.4, which dies on import beside pyarrow 25 (stop 51's CI). Moving the date is
 # a change like any pin's: every environment is rebuilt and `make test` says whether the newer set still works.
 RESOLVED_AS_OF = "2026-11-29T00:00:00Z"
-# The simulated NPU every verl environment runs on: a distribution of its own (kit/pyproject.toml).
+# The simulated NPU every verl environment runs on: a distribution of its own (kit/pyproject.toml), built into a wheel
+# once per content of kit/ and installed into each environment where that content is not installed yet.
 KIT_SOURCE = ROOT / "kit"
 KIT_DISTRIBUTION = "simulated-npu"
+KIT_WHEELS = ROOT / ".cache" / "kit"
+KIT_BUILD_LEFTOVERS = ("build", "*.egg-info", "__pycache__", "*.pyc")  # what a build or a run leaves in kit/
+# `make test` runs sessions side by side (nox --parallel): whatever two sessions may build or install into (an
+# environment, the kit's wheel, the MindSpeed extras) is done under a lock of that name, held by one session at a time.
+LOCKS = ROOT / ".cache" / "locks"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 
 # Python 3.11, as verl's Ascend images up to v0.8.0 run: the CPU build of torch 2.13.0 that lies on this machine
@@ -264,7 +274,39 @@ REAL_MINDSPEED_BY_HAND = [("core_r0.16.0", "0.8.0")]
 # (verl 0.7.1, 0.8.0) and 2.x alike. PyPI's torch 2.10 brings its own triton (3.6.0): on Python 3.12 that one stays.
 MINDSPEED_EXTRAS = {"3.11": ["scipy==1.15.3", "triton==3.7.1"], "3.12": ["scipy==1.15.3"]}
 
-nox.options.sessions = ["lint", "unit", "matrix", "real_mindspeed"]
+# What `make test` runs, side by side on every core (`nox --parallel auto`): a session starts as soon as a core is
+# free, in this order, longest first, so that the short ones fill the last gaps (list scheduling, longest first). The
+# seconds are each session's own on a fresh clone of this machine kind, environment built (docs/costs.md); a session
+# not measured yet counts as the longest.
+SECONDS = {
+    "lint": 5,
+    "unit": 38,
+    "matrix(verl='0.6.1')": 130,
+    "matrix(verl='0.6.1-mcore0.12')": 60,
+    "matrix(verl='0.7.1')": 420,
+    "matrix(verl='0.7.1-mcore0.12')": 170,
+    "matrix(verl='0.8.0')": 210,
+    "matrix(verl='0.8.0-mcore0.12')": 95,
+    "matrix(verl='0.9.0')": 75,
+    "matrix(verl='0.9.1-py312')": 150,
+    "matrix(verl='0.9.1-py312-mcore0.18')": 360,
+    "matrix(verl='0.9.1-a5')": 130,
+    "real_mindspeed(line='core_r0.16.0', verl='0.7.1')": 45,
+    "real_mindspeed(line='2.3.0_core_r0.12.1', verl='0.7.1-mcore0.12')": 40,
+    "real_mindspeed(line='f2b0977e', verl='0.7.1-mcore0.12')": 40,
+    "real_mindspeed(line='core_r0.16.0', verl='0.9.1-py312')": 40,
+    "real_mindspeed(line='core_r0.18.0', verl='0.9.1-py312-mcore0.18')": 45,
+}
+SUITE = [
+    "lint",
+    "unit",
+    *(f"matrix(verl={name!r})" for name in ENVIRONMENTS),
+    *(f"real_mindspeed(line={line!r}, verl={verl!r})" for line, verl in REAL_MINDSPEED),
+]
+nox.options.sessions = sorted(SUITE, key=lambda name: -SECONDS.get(name, float("inf")))
+# Each session may run beside any other: what two could share is built under a lock (held), and each pytest run
+# keeps its own files (tmp_path, free ports).
+nox.options.allow_parallel = True
 nox.options.error_on_missing_interpreters = True
 
 
@@ -293,11 +335,14 @@ def cache_slot(session: nox.Session, name: str, requirements: list[str], python:
     return directory, ready
 
 
-def uv_install(session: nox.Session, *arguments: str) -> None:
-    """``uv pip install --quiet`` from the one uv cache every environment hard-links from, as of ``RESOLVED_AS_OF``."""
-    uv = str(Path(sys.executable).with_name("uv"))
+def uv(session: nox.Session, *arguments: str) -> None:
+    """uv (installed beside nox) with the one cache every environment hard-links from, as of ``RESOLVED_AS_OF``."""
     variables = {"UV_CACHE_DIR": str(UV_CACHE), "UV_EXCLUDE_NEWER": RESOLVED_AS_OF}
-    session.run(uv, "pip", "install", "--quiet", *arguments, env=variables, external=True)
+    session.run(str(Path(sys.executable).with_name("uv")), *arguments, env=variables, external=True)
+
+
+def uv_install(session: nox.Session, *arguments: str) -> None:
+    uv(session, "pip", "install", "--quiet", *arguments)
 
 
 def cached_env(
@@ -314,10 +359,19 @@ def cached_env(
     it if needed."""
     no_deps, overrides = no_deps or [], overrides or []
     described = [*requirements, *(f"{pin} --no-deps" for pin in no_deps), *(f"--override {pin}" for pin in overrides)]
-    env, ready = cache_slot(session, name, described, python)
+    with held(name):
+        env, ready = cache_slot(session, name, described, python)
+        if not ready.exists():
+            build_env(session, env, requirements, python=python, no_deps=no_deps, overrides=overrides)
+            ready.touch()
+    return env / "bin" / "python"
+
+
+def build_env(
+    session: nox.Session, env: Path, requirements: list[str], *, python: str, no_deps: list[str], overrides: list[str]
+) -> None:
+    """Build the virtualenv ``env`` (see :func:`cached_env`)."""
     executable = env / "bin" / "python"
-    if ready.exists():
-        return executable
     session.log(f"building {env.name} (Python {python}): {' '.join(requirements)}")
     # venv's own pip and setuptools stay: the unit tests pip-install the shim with them.
     session.run(interpreter(session, python), "-m", "venv", str(env), external=True)
@@ -334,18 +388,18 @@ def cached_env(
     uv_install(session, "--python", str(executable), *override, *requirements)
     if no_deps:
         uv_install(session, "--python", str(executable), "--no-deps", *no_deps)
-    ready.touch()
-    return executable
 
 
 def mindspeed_extras(session: nox.Session, environment: Environment, python: Path) -> Path:
     """A cached folder holding what real MindSpeed imports beside ``environment`` alone (no dependencies), for
     PYTHONPATH beside ``python``'s env."""
     requirements = MINDSPEED_EXTRAS[environment.python]
-    target, ready = cache_slot(session, "mindspeed-extras", requirements, environment.python)
-    if not ready.exists():
-        uv_install(session, "--no-deps", "--python", str(python), "--target", str(target), *requirements)
-        ready.touch()
+    name = f"mindspeed-extras-{environment.python}"  # one slot per Python: building one must not remove the other
+    with held(name):
+        target, ready = cache_slot(session, name, requirements, environment.python)
+        if not ready.exists():
+            uv_install(session, "--no-deps", "--python", str(python), "--target", str(target), *requirements)
+            ready.touch()
     return target
 
 
@@ -369,12 +423,50 @@ def verl_env(session: nox.Session, name: str) -> Path:
         no_deps=list(environment.no_deps),
         overrides=list(environment.overrides),
     )
-    # setuptools builds in kit/ itself, and a module deleted from the kit would live on in the last build's copy.
-    for leftover in (KIT_SOURCE / "build", KIT_SOURCE / "simulated_npu.egg-info"):
-        shutil.rmtree(leftover, ignore_errors=True)
-    # With its dependencies: the kit's torch range must admit the environment's torch (else uv would replace it).
-    uv_install(session, "--python", str(python), "--reinstall-package", KIT_DISTRIBUTION, str(KIT_SOURCE))
+    wheel = kit_wheel(session)
+    installed = python.parent.parent / f".kit-{wheel.parent.name}"  # the content of kit/ installed there
+    with held(f"verl-{name}"):
+        if not installed.exists():
+            # With its dependencies: the kit's torch range must admit the environment's torch (else uv would
+            # replace it).
+            uv_install(session, "--python", str(python), "--reinstall-package", KIT_DISTRIBUTION, str(wheel))
+            for other in python.parent.parent.glob(".kit-*"):
+                other.unlink()
+            installed.touch()
     return python
+
+
+def kit_wheel(session: nox.Session) -> Path:
+    """The kit's wheel for the content of ``kit/`` now, built once per content, from a copy: setuptools writes
+    ``build/`` and ``*.egg-info`` beside the source it builds (a module deleted from the kit would live on there),
+    and two sessions side by side would build in one folder."""
+    ignored = shutil.ignore_patterns(*KIT_BUILD_LEFTOVERS)
+    digest = hashlib.sha256()
+    for path in sorted(KIT_SOURCE.rglob("*")):
+        relative = path.relative_to(KIT_SOURCE)
+        if path.is_file() and not any(ignored(str(path.parent), [part]) for part in relative.parts):
+            digest.update(f"{relative.as_posix()}\0".encode() + path.read_bytes() + b"\0")
+    folder = KIT_WHEELS / digest.hexdigest()[:12]
+    with held("kit"):
+        if not any(folder.glob("*.whl")):
+            for stale in KIT_WHEELS.glob("*"):
+                shutil.rmtree(stale)
+            with tempfile.TemporaryDirectory() as scratch:
+                copy = Path(scratch) / "kit"
+                shutil.copytree(KIT_SOURCE, copy, ignore=ignored)
+                uv(session, "build", "--quiet", "--wheel", "--out-dir", str(folder), str(copy))
+    (wheel,) = folder.glob("*.whl")
+    return wheel
+
+
+@contextlib.contextmanager
+def held(name: str) -> Iterator[None]:
+    """Hold the lock ``name`` (see ``LOCKS``) while the block runs. An ``flock``: the kernel lets it go when the
+    session holding it dies, so a killed run leaves no stale lock behind. Not re-entrant: never nest one name."""
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    with open(LOCKS / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def matrix_paths(name: str) -> list[str]:
