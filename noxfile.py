@@ -25,6 +25,10 @@ from typing import Any
 import nox
 
 ROOT = Path(__file__).parent
+# This machine kind sets PYTHONDONTWRITEBYTECODE=1 for every process, and the tests start hundreds of interpreters that
+# import torch, Megatron and verl, most with the test's own environment: without bytecode each compiles them again
+# (`import verl.workers.engine`: 14.9 s of CPU instead of 6.8, docs/costs.md). A test that wants no bytecode sets it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 ENVS = ROOT / ".cache" / "envs"
 # uv installs every environment from one cache on the same disk, hard-linking each file from it: the environments
 # share torch, Ray, pyarrow and transformers (one copy of each per Python), and pip's 75 s of unpacking per
