@@ -1,0 +1,58 @@
+"""The ``torch_npu.*`` and ``torch.npu.*`` names verl and MindSpeed use, read from their source as data: verl's wheels
+(downloaded --no-deps, never installed) and MindSpeed's archives (``tests/mindspeed_source.py``'s pins)."""
+
+from __future__ import annotations
+
+import ast
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from real_torch_npu import dotted, parsed
+
+# torch_npu's packages whose attributes callers reach through them (torch_npu.npu.mstx, torch_npu.utils.X): named to
+# their third part; any other torch_npu.X.Y is an attribute of X (a tensor class's method, a dtype's field).
+PACKAGES = ("npu", "contrib", "utils", "profiler", "_C")
+# MindSpeed's MindSpore backend: run under MindSpore, never beside torch, so never on the kit's paths.
+NOT_TORCH = "mindspeed/mindspore/"
+
+
+def names(source: str) -> set[str]:
+    """``torch_npu.X`` (``torch_npu.<package>.X``) and ``torch.npu.X`` as attributes or ``from`` imports."""
+    found = set()
+    for node in ast.walk(parsed(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch_npu":
+            found |= {f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"}
+        parts = (dotted(node) or "").split(".") if isinstance(node, ast.Attribute) else []
+        if parts[:1] == ["torch_npu"] and len(parts) >= 2:
+            found.add(".".join(parts[: 3 if parts[1] in PACKAGES and len(parts) >= 3 else 2]))
+        elif parts[:2] == ["torch", "npu"] and len(parts) >= 3:
+            found.add(".".join(parts[:3]))
+    return found
+
+
+def _sources_in_wheel(path: Path) -> Iterator[tuple[str, str]]:
+    with zipfile.ZipFile(path) as wheel:
+        for member in wheel.namelist():
+            if member.endswith(".py"):
+                yield member, wheel.read(member).decode(errors="replace")
+
+
+def _sources_in_archive(path: Path) -> Iterator[tuple[str, str]]:
+    with tarfile.open(path) as archive:
+        for member in archive:
+            if member.isfile() and member.name.endswith(".py") and NOT_TORCH not in member.name:
+                yield member.name, archive.extractfile(member).read().decode(errors="replace")
+
+
+def used(verl_wheels: list[Path], mindspeed_archives: list[Path]) -> dict[str, set[str]]:
+    """Each name and the files (``<wheel or archive>:<path>``) that use it."""
+    found: dict[str, set[str]] = {}
+    for path in [*verl_wheels, *mindspeed_archives]:
+        sources = _sources_in_wheel(path) if path.suffix == ".whl" else _sources_in_archive(path)
+        for member, source in sources:
+            if "torch_npu" in source or "torch.npu" in source:  # most files name neither: not parsed
+                for name in names(source):
+                    found.setdefault(name, set()).add(f"{path.name}:{member}")
+    return found
