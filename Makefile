@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine (Python 3.11 with pip and venv):
 #   make demo   the before/after demonstration on verl 0.7.1 and a simulated NPU
-#   make test   lint, unit tests, the verl version matrix and real MindSpeed's source on the kit (what CI runs)
+#   make test   lint, unit tests, the verl version matrix, real MindSpeed's source and real torch_npu's wheels against the
+#               kit (what CI runs)
 # Environments are built on first use and cached in .cache/ (git-ignored).
 
 PYTHON ?= python3
@@ -12,7 +13,7 @@ NOX := $(TOOLS)/bin/nox
 .PHONY: test demo bench envs mutations
 
 test: $(TOOLS_STAMP)
-	$(NOX) -s lint unit matrix real_mindspeed
+	$(NOX) -s lint unit matrix real_mindspeed conformance
 
 demo: $(TOOLS_STAMP)
 	@$(NOX) --no-color -s demo

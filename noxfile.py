@@ -264,7 +264,11 @@ REAL_MINDSPEED_BY_HAND = [("core_r0.16.0", "0.8.0")]
 # (verl 0.7.1, 0.8.0) and 2.x alike. PyPI's torch 2.10 brings its own triton (3.6.0): on Python 3.12 that one stays.
 MINDSPEED_EXTRAS = {"3.11": ["scipy==1.15.3", "triton==3.7.1"], "3.12": ["scipy==1.15.3"]}
 
-nox.options.sessions = ["lint", "unit", "matrix", "real_mindspeed"]
+# The kit's torch_npu against the images' own torch_npu wheels, read as data (tests/conformance): in verl 0.7.1's
+# environment, which has torch (for the meta functions' meta tensors), pytest and the kit already.
+CONFORMANCE_VERL = "0.7.1"
+
+nox.options.sessions = ["lint", "unit", "matrix", "real_mindspeed", "conformance"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -351,7 +355,12 @@ def mindspeed_extras(session: nox.Session, environment: Environment, python: Pat
 
 def source_pins() -> Any:
     """tests/mindspeed_source.py (standard library only): MindSpeed's pins and where its source is looked for."""
-    spec = importlib.util.spec_from_file_location("mindspeed_source", ROOT / "tests" / "mindspeed_source.py")
+    return load_test_module("mindspeed_source", ROOT / "tests" / "mindspeed_source.py")
+
+
+def load_test_module(name: str, path: Path) -> Any:
+    """A standard-library-only module of tests/ (it is not importable from nox's own interpreter by name)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # where dataclasses look it up
     spec.loader.exec_module(module)
     return module
@@ -470,6 +479,22 @@ def run_real_mindspeed(session: nox.Session, line: str, verl: str) -> None:
         env={**test_variables(verl, line), "NPU_SHIM_TEST_MINDSPEED_EXTRAS": str(extras)},
         external=True,
     )
+
+
+@nox.session(venv_backend="none")
+def conformance(session: nox.Session) -> None:
+    """The kit's torch_npu against the images' torch_npu wheels and the calls verl and MindSpeed make (data only)."""
+    wheels = load_test_module("conformance_wheels", ROOT / "tests" / "conformance" / "wheels.py")
+    folder, ready = cache_slot(session, "conformance-wheels", [*wheels.PLATFORM, *wheels.requirements()], "3.11")
+    if not ready.exists():
+        # one requirement a call: pip refuses two versions of one distribution in one download, even --no-deps
+        for requirement in wheels.requirements():
+            pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *wheels.PLATFORM]
+            session.run(*pip, "--dest", str(folder), requirement, external=True)
+        ready.touch()
+    python = verl_env(session, CONFORMANCE_VERL)
+    variables = {wheels.WHEELS_VARIABLE: str(folder)}
+    session.run(str(python), "-m", "pytest", "tests/conformance", *session.posargs, env=variables, external=True)
 
 
 @nox.session(venv_backend="none")

@@ -1,10 +1,9 @@
 """The ``torch_npu.*`` and ``torch.npu.*`` names verl and MindSpeed use, read from their source as data: verl's wheels
-(downloaded --no-deps, never installed) and MindSpeed's archives (``tests/mindspeed_source.py``'s pins)."""
+(downloaded --no-deps, never installed) and MindSpeed's source at ``tests/mindspeed_source.py``'s pins."""
 
 from __future__ import annotations
 
 import ast
-import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,18 +38,18 @@ def _sources_in_wheel(path: Path) -> Iterator[tuple[str, str]]:
                 yield member, wheel.read(member).decode(errors="replace")
 
 
-def _sources_in_archive(path: Path) -> Iterator[tuple[str, str]]:
-    with tarfile.open(path) as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".py") and NOT_TORCH not in member.name:
-                yield member.name, archive.extractfile(member).read().decode(errors="replace")
+def _sources_in_tree(root: Path) -> Iterator[tuple[str, str]]:
+    for path in sorted((root / "mindspeed").rglob("*.py")):
+        member = path.relative_to(root).as_posix()
+        if not member.startswith(NOT_TORCH):
+            yield member, path.read_text(errors="replace")
 
 
-def used(verl_wheels: list[Path], mindspeed_archives: list[Path]) -> dict[str, set[str]]:
-    """Each name and the files (``<wheel or archive>:<path>``) that use it."""
+def used(verl_wheels: list[Path], mindspeed_trees: list[Path]) -> dict[str, set[str]]:
+    """Each name and the files (``<wheel or tree>:<path>``) that use it."""
     found: dict[str, set[str]] = {}
-    for path in [*verl_wheels, *mindspeed_archives]:
-        sources = _sources_in_wheel(path) if path.suffix == ".whl" else _sources_in_archive(path)
+    for path in [*verl_wheels, *mindspeed_trees]:
+        sources = _sources_in_wheel(path) if path.suffix == ".whl" else _sources_in_tree(path)
         for member, source in sources:
             if "torch_npu" in source or "torch.npu" in source:  # most files name neither: not parsed
                 for name in names(source):

@@ -261,11 +261,12 @@ def test_outputs_as_meta_functions_give(real: Wheel) -> None:
 
 def test_callers_names_are_modelled() -> None:
     verl = [wheel("verl", version) for version in VERL]
-    archives = [mindspeed_source.source_dir() / f"{pin.stem}.tar.gz" for pin in mindspeed_source.PINS.values()]
-    missing = [archive.name for archive in archives if not archive.is_file()]
-    if missing:
-        pytest.fail(mindspeed_source.missing_message(missing[0], "the conformance layer's scan of MindSpeed"))
-    used = callers.used(verl, archives)
+    missing = [line for line in mindspeed_source.PINS if not mindspeed_source.available(line)]
+    if missing:  # as the real-MindSpeed layer: a failure under CI, elsewhere a skip said at the end of the run
+        message = mindspeed_source.missing_message(missing[0], "the conformance layer's scan of MindSpeed")
+        (pytest.fail if mindspeed_source.required() else pytest.skip)(message)
+    trees = [mindspeed_source.prepare(line) for line in mindspeed_source.PINS]
+    used = callers.used(verl, trees)
     in_kit = set(kit_child(True, *used)["resolved"])
     listed_but_modelled = sorted(in_kit & known.NOT_MODELLED.keys())
     assert not listed_but_modelled, f"known.NOT_MODELLED lists what the kit has: {listed_but_modelled}"
