@@ -175,7 +175,7 @@ class Wheel:
         """The meta function registered for ``op``, compiled with the module-level functions it calls, without its
         registration decorator and without the module's imports (torch_npu's among them): torch, math and warnings
         are given, as the module imports them."""
-        tree = copy.deepcopy(self._meta_source)  # its decorators are stripped below
+        tree = self._meta_source
         functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
         registered = [node for node in functions.values() if op in _registered_ops(node)]
         if len(registered) != 1:
@@ -189,6 +189,7 @@ class Wheel:
             called = {name.id for name in ast.walk(node) if isinstance(name, ast.Name)}
             queue.extend(functions[name] for name in called & functions.keys())
         constants = [node for node in tree.body if isinstance(node, ast.Assign) and _is_literal(node.value)]
+        needed = {name: copy.deepcopy(node) for name, node in needed.items()}  # the shared tree keeps its decorators
         for node in needed.values():
             node.decorator_list = []
         module = ast.Module(body=[*constants, *needed.values()], type_ignores=[])
