@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from real_torch_npu import Wheel
-from wheels import TORCH_NPU, wheel
+from real_torch_npu import Wheel, opened
+from wheels import TORCH_NPU
 
 
 @pytest.fixture(scope="session", params=TORCH_NPU)
 def real(request: pytest.FixtureRequest) -> Wheel:
-    return Wheel(wheel("torch_npu", request.param))
+    return opened(request.param)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from wheels import wheel
 
 PACKAGE = "torch_npu"
 # What the meta functions call from torch_npu (imported there, not importable here), as a host without an NPU
@@ -207,6 +208,12 @@ class Wheel:
             namespace[name] = _META_STAND_INS[name]
         exec(compile(module, f"{self.path.name}/{META}", "exec"), namespace)  # the wheel's own meta functions, as data
         return namespace[registered[0].name]
+
+
+@functools.cache
+def opened(version: str) -> Wheel:
+    """The downloaded torch_npu wheel of ``version``, opened once a session."""
+    return Wheel(wheel("torch_npu", version))
 
 
 def parsed(source: str) -> ast.Module:

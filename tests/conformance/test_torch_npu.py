@@ -21,7 +21,7 @@ import known
 import mindspeed_source
 import pytest
 import torch
-from real_torch_npu import Schema, Wheel
+from real_torch_npu import Schema, Wheel, opened
 from wheels import TORCH_NPU, VERL, wheel
 
 import simulated_npu
@@ -52,8 +52,19 @@ def assert_as_known(found: set[str], listed: dict[str, str], what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def kit_modules() -> dict[bool, dict[str, Any]]:
-    return {compute: kit_child(compute) for compute in (False, True)}
+def used() -> tuple[dict[str, set[str]], str | None]:
+    """The names verl and MindSpeed use (callers.py), and what was missing to read them all (None: nothing)."""
+    verl = [wheel("verl", version) for version in VERL]
+    missing = [line for line in mindspeed_source.PINS if not mindspeed_source.available(line)]
+    trees = [mindspeed_source.prepare(line) for line in mindspeed_source.PINS if line not in missing]
+    message = missing and mindspeed_source.missing_message(missing[0], "the conformance layer's scan of MindSpeed")
+    return callers.used(verl, trees), message or None
+
+
+@pytest.fixture(scope="module")
+def kit_modules(used: tuple[dict[str, set[str]], str | None]) -> dict[bool, dict[str, Any]]:
+    """Each mode's report; compute mode's also resolves the names callers use (one child fewer)."""
+    return {False: kit_child(False), True: kit_child(True, *used[0])}
 
 
 def test_kit_names_exist_in_real(real: Wheel, kit_modules: dict[bool, dict[str, Any]]) -> None:
@@ -259,19 +270,17 @@ def test_outputs_as_meta_functions_give(real: Wheel) -> None:
 # --- every name verl and MindSpeed use is in the kit or listed as not modelled ---------------------------------------
 
 
-def test_callers_names_are_modelled() -> None:
-    verl = [wheel("verl", version) for version in VERL]
-    missing = [line for line in mindspeed_source.PINS if not mindspeed_source.available(line)]
+def test_callers_names_are_modelled(
+    used: tuple[dict[str, set[str]], str | None], kit_modules: dict[bool, dict[str, Any]]
+) -> None:
+    names, missing = used
     if missing:  # as the real-MindSpeed layer: a failure under CI, elsewhere a skip said at the end of the run
-        message = mindspeed_source.missing_message(missing[0], "the conformance layer's scan of MindSpeed")
-        (pytest.fail if mindspeed_source.required() else pytest.skip)(message)
-    trees = [mindspeed_source.prepare(line) for line in mindspeed_source.PINS]
-    used = callers.used(verl, trees)
-    in_kit = set(kit_child(True, *used)["resolved"])
+        (pytest.fail if mindspeed_source.required() else pytest.skip)(missing)
+    in_kit = set(kit_modules[True]["resolved"])
     listed_but_modelled = sorted(in_kit & known.NOT_MODELLED.keys())
     assert not listed_but_modelled, f"known.NOT_MODELLED lists what the kit has: {listed_but_modelled}"
-    found = set(used) - in_kit
-    unlisted = {name: sorted(used[name])[:3] for name in sorted(found - known.NOT_MODELLED.keys())}
+    found = set(names) - in_kit
+    unlisted = {name: sorted(names[name])[:3] for name in sorted(found - known.NOT_MODELLED.keys())}
     assert not unlisted, f"used by verl or MindSpeed, neither in the kit nor in known.NOT_MODELLED: {unlisted}"
     stale = sorted(known.NOT_MODELLED.keys() - found)
     assert not stale, f"known.NOT_MODELLED lists names no caller uses any more: {stale}"
@@ -279,7 +288,7 @@ def test_callers_names_are_modelled() -> None:
 
 def test_not_modelled_names_are_real() -> None:
     """What the kit leaves out exists in some image's torch_npu (a name that exists in none is a caller's bug)."""
-    wheels = [Wheel(wheel("torch_npu", version)) for version in TORCH_NPU]
+    wheels = [opened(version) for version in TORCH_NPU]
     absent = []
     for name in known.NOT_MODELLED:
         owner, _, attribute = name.replace("torch.npu", "torch_npu.npu", 1).rpartition(".")
