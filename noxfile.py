@@ -250,12 +250,11 @@ REAL_MINDSPEED = [
     ("f2b0977e", "0.7.1-mcore0.12"),
     ("core_r0.16.0", "0.9.1-py312"),  # the 9.1.0 image's own pairing
     ("core_r0.18.0", "0.9.1-py312-mcore0.18"),  # the images' stack since verl #7604
-    # Not ("master", "0.9.1-a5"), the A5 image's MindSpeed (pinned in tests/mindspeed_source.py): importing its
-    # megatron_adaptor imports and patches Megatron-LM's megatron.training (arguments, training, checkpointing, ...),
-    # which the image has from its `pip install -e` of Megatron-LM core_v0.12.0 and PyPI's megatron-core does not ship.
-    # Without it verl's guarded import leaves repatch None and Megatron 0.12 builds no model without Transformer Engine.
-    # With Megatron-LM core_v0.12.0's megatron/{training,legacy,inference,post_training} on PYTHONPATH (by hand,
-    # 2026-12-06) real master trains both roles on one rank bit for bit as the stand-in: the source is what is missing.
+    # The A5 image's MindSpeed master (pinned in tests/mindspeed_source.py): importing its megatron_adaptor imports and
+    # patches Megatron-LM's megatron.training, which the image has from its `pip install -e` of Megatron-LM
+    # core_v0.12.0 and PyPI's megatron-core does not ship: that source's archive goes on PYTHONPATH after MindSpeed's
+    # (../shared/megatron-lm or $NPU_SHIM_MEGATRON_LM_SOURCE; the session needs both archives, as it needs one).
+    ("master", "0.9.1-a5"),
 ]
 # Left to `nox -s real_mindspeed_by_hand` for make test's budget (docs/costs.md): 0.8.0's engines on core_r0.16.0.
 REAL_MINDSPEED_BY_HAND = [("core_r0.16.0", "0.8.0")]
