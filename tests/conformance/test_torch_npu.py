@@ -52,19 +52,19 @@ def assert_as_known(found: set[str], listed: dict[str, str], what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def used() -> tuple[dict[str, set[str]], str | None]:
-    """The names verl and MindSpeed use (callers.py), and what was missing to read them all (None: nothing)."""
+def used() -> tuple[callers.Scan, str | None]:
+    """What verl and MindSpeed use (callers.py), and what was missing to read it all (None: nothing)."""
     verl = [wheel("verl", version) for version in VERL]
     missing = [line for line in mindspeed_source.PINS if not mindspeed_source.available(line)]
     trees = [mindspeed_source.prepare(line) for line in mindspeed_source.PINS if line not in missing]
     message = missing and mindspeed_source.missing_message(missing[0], "the conformance layer's scan of MindSpeed")
-    return callers.used(verl, trees), message or None
+    return callers.used(verl, trees, tuple(KERNELS)), message or None
 
 
 @pytest.fixture(scope="module")
-def kit_modules(used: tuple[dict[str, set[str]], str | None]) -> dict[bool, dict[str, Any]]:
+def kit_modules(used: tuple[callers.Scan, str | None]) -> dict[bool, dict[str, Any]]:
     """Each mode's report; compute mode's also resolves the names callers use (one child fewer)."""
-    return {False: kit_child(False), True: kit_child(True, *used[0])}
+    return {False: kit_child(False), True: kit_child(True, *used[0].names)}
 
 
 def test_kit_names_exist_in_real(real: Wheel, kit_modules: dict[bool, dict[str, Any]]) -> None:
@@ -270,12 +270,17 @@ def test_outputs_as_meta_functions_give(real: Wheel) -> None:
 # --- every name verl and MindSpeed use is in the kit or listed as not modelled ---------------------------------------
 
 
-def test_callers_names_are_modelled(
-    used: tuple[dict[str, set[str]], str | None], kit_modules: dict[bool, dict[str, Any]]
-) -> None:
-    names, missing = used
+def read_all(used: tuple[callers.Scan, str | None]) -> callers.Scan:
+    scan, missing = used
     if missing:  # as the real-MindSpeed layer: a failure under CI, elsewhere a skip said at the end of the run
         (pytest.fail if mindspeed_source.required() else pytest.skip)(missing)
+    return scan
+
+
+def test_callers_names_are_modelled(
+    used: tuple[callers.Scan, str | None], kit_modules: dict[bool, dict[str, Any]]
+) -> None:
+    names = read_all(used).names
     in_kit = set(kit_modules[True]["resolved"])
     listed_but_modelled = sorted(in_kit & known.NOT_MODELLED.keys())
     assert not listed_but_modelled, f"known.NOT_MODELLED lists what the kit has: {listed_but_modelled}"
@@ -284,6 +289,32 @@ def test_callers_names_are_modelled(
     assert not unlisted, f"used by verl or MindSpeed, neither in the kit nor in known.NOT_MODELLED: {unlisted}"
     stale = sorted(known.NOT_MODELLED.keys() - found)
     assert not stale, f"known.NOT_MODELLED lists names no caller uses any more: {stale}"
+
+
+def test_the_keywords_callers_pass_are_the_kits_and_torch_npus(used: tuple[callers.Scan, str | None]) -> None:
+    """A keyword verl or MindSpeed passes to a kernel the kit implements is a parameter of the kit's kernel (no
+    ``**kwargs`` takes it in) and of every image's torch_npu."""
+    wrong = set()
+    for op, keywords in read_all(used).keywords.items():
+        kit = set(inspect.signature(KERNELS[op]).parameters)
+        wrong |= {f"{op}({keyword}=): not the kit's" for keyword in keywords - kit}
+        for version in TORCH_NPU:
+            known_there = {parameter.name for parameter in opened(version).schemas[op].parameters}
+            wrong |= {f"{op}({keyword}=): not torch_npu {version}'s" for keyword in keywords - known_there}
+    assert not wrong, sorted(wrong)
+
+
+def test_the_layouts_and_sparse_modes_callers_write_are_cases_here(used: tuple[callers.Scan, str | None]) -> None:
+    """The layouts and sparse modes verl and MindSpeed write as constants in their calls are among ALL_CASES' (those
+    passed through variables, e.g. MindSpeed's ``shape_order``, were read by hand: ALL_CASES' comments)."""
+    written, covered = set(), set()
+    for op, constants in read_all(used).constants.items():
+        layout_position = POSITIONAL[op].index("input_layout") if "input_layout" in POSITIONAL[op] else None
+        written |= {(op, "input_layout", v) for where, v in constants if where in (layout_position, "input_layout")}
+        written |= {(op, "sparse_mode", value) for where, value in constants if where == "sparse_mode"}
+    for case in ALL_CASES:
+        covered |= {(case.op, name, case.options.get(name)) for name in ("input_layout", "sparse_mode")}
+    assert written <= covered, sorted(written - covered)
 
 
 def test_not_modelled_names_are_real() -> None:
