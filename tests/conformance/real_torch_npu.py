@@ -84,10 +84,19 @@ class Wheel:
         return self.zip.read(member).decode()
 
     @cached_property
+    def library(self) -> bytes:
+        return self.zip.read(LIBRARY)
+
+    def in_extension(self, name: str) -> bool:
+        """Whether the C extension's library holds ``name`` as the end of a string, as pybind registers a class's or
+        an attribute's name (the linker shares one string's tail between several, so not always a whole string)."""
+        return name.encode() + b"\x00" in self.library
+
+    @cached_property
     def schemas(self) -> dict[str, Schema]:
         """Every op the library registers, by name (the first registration of each: overloads are not exported)."""
         found: dict[str, Schema] = {}
-        data = self.zip.read(LIBRARY)
+        data = self.library
         # from each " -> " to the NULs around it: one pattern run over 90 MB of machine code takes seconds
         position = data.find(b") -> ")
         while position >= 0:

@@ -77,6 +77,16 @@ def test_kit_names_exist_in_real(real: Wheel, kit_modules: dict[bool, dict[str, 
     assert_as_known(found, known.KIT_ONLY, f"names the kit has and torch_npu {real.version} lacks")
 
 
+def test_the_kits_extension_names_are_in_torch_npus(real: Wheel) -> None:
+    """``torch_npu._C`` is C++: what the kit models of it (the HCCL options MindSpeed builds) is looked for in the
+    extension's library, where pybind keeps the names it registers."""
+    from torch_npu import _C
+
+    options = _C._distributed_c10d.ProcessGroupHCCL.Options()
+    names = {"_distributed_c10d", "ProcessGroupHCCL", "Options", *vars(options)}
+    assert not {name for name in names if not real.in_extension(name)}
+
+
 # --- every op the kit implements has the real schema ------------------------------------------------------------------
 
 
