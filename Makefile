@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine (Python 3.11 with pip and venv):
 #   make demo   the before/after demonstration on verl 0.7.1 and a simulated NPU
-#   make test   lint, unit tests, the verl version matrix and real MindSpeed's source on the kit (what CI runs), its
-#               sessions side by side on every core (scripts/suite.py), each session's log whole
+#   make test   lint, unit tests, the verl version matrix, real MindSpeed's source and real torch_npu's wheels against the
+#               kit (what CI runs), its sessions side by side on every core (scripts/suite.py), each session's log whole
 # Environments are built on first use and cached in .cache/ (git-ignored).
 
 PYTHON ?= python3

@@ -264,12 +264,11 @@ REAL_MINDSPEED = [
     ("f2b0977e", "0.7.1-mcore0.12"),
     ("core_r0.16.0", "0.9.1-py312"),  # the 9.1.0 image's own pairing
     ("core_r0.18.0", "0.9.1-py312-mcore0.18"),  # the images' stack since verl #7604
-    # Not ("master", "0.9.1-a5"), the A5 image's MindSpeed (pinned in tests/mindspeed_source.py): importing its
-    # megatron_adaptor imports and patches Megatron-LM's megatron.training (arguments, training, checkpointing, ...),
-    # which the image has from its `pip install -e` of Megatron-LM core_v0.12.0 and PyPI's megatron-core does not ship.
-    # Without it verl's guarded import leaves repatch None and Megatron 0.12 builds no model without Transformer Engine.
-    # With Megatron-LM core_v0.12.0's megatron/{training,legacy,inference,post_training} on PYTHONPATH (by hand,
-    # 2026-12-06) real master trains both roles on one rank bit for bit as the stand-in: the source is what is missing.
+    # The A5 image's MindSpeed master (pinned in tests/mindspeed_source.py): importing its megatron_adaptor imports and
+    # patches Megatron-LM's megatron.training, which the image has from its `pip install -e` of Megatron-LM
+    # core_v0.12.0 and PyPI's megatron-core does not ship: that source's archive goes on PYTHONPATH after MindSpeed's
+    # (../shared/megatron-lm or $NPU_SHIM_MEGATRON_LM_SOURCE; the session needs both archives, as it needs one).
+    ("master", "0.9.1-a5"),
 ]
 # Left to `nox -s real_mindspeed_by_hand` for make test's budget (docs/costs.md): 0.8.0's engines on core_r0.16.0.
 REAL_MINDSPEED_BY_HAND = [("core_r0.16.0", "0.8.0")]
@@ -277,6 +276,10 @@ REAL_MINDSPEED_BY_HAND = [("core_r0.16.0", "0.8.0")]
 # it): --no-deps into a folder of their own, put on PYTHONPATH after MindSpeed's source. scipy 1.15 takes numpy 1.26
 # (verl 0.7.1, 0.8.0) and 2.x alike. PyPI's torch 2.10 brings its own triton (3.6.0): on Python 3.12 that one stays.
 MINDSPEED_EXTRAS = {"3.11": ["scipy==1.15.3", "triton==3.7.1"], "3.12": ["scipy==1.15.3"]}
+
+# The kit's torch_npu against the images' own torch_npu wheels, read as data (tests/conformance): in verl 0.7.1's
+# environment, which has torch (for the meta functions' meta tensors), pytest and the kit already.
+CONFORMANCE_VERL = "0.7.1"
 
 # What `make test` runs, side by side on every core (`nox --parallel auto`): a session starts as soon as a core is
 # free, in this order, longest first, so that the short ones fill the last gaps (list scheduling, longest first). The
@@ -300,12 +303,15 @@ SECONDS = {
     "real_mindspeed(line='f2b0977e', verl='0.7.1-mcore0.12')": 40,
     "real_mindspeed(line='core_r0.16.0', verl='0.9.1-py312')": 40,
     "real_mindspeed(line='core_r0.18.0', verl='0.9.1-py312-mcore0.18')": 45,
+    "real_mindspeed(line='master', verl='0.9.1-a5')": 70,
+    "conformance": 30,
 }
 SUITE = [
     "lint",
     "unit",
     *(f"matrix(verl={name!r})" for name in ENVIRONMENTS),
     *(f"real_mindspeed(line={line!r}, verl={verl!r})" for line, verl in REAL_MINDSPEED),
+    "conformance",
 ]
 nox.options.sessions = sorted(SUITE, key=lambda name: -SECONDS.get(name, float("inf")))
 # Each session may run beside any other: what two could share is built under a lock (held), and each pytest run
@@ -409,7 +415,12 @@ def mindspeed_extras(session: nox.Session, environment: Environment, python: Pat
 
 def source_pins() -> Any:
     """tests/mindspeed_source.py (standard library only): MindSpeed's pins and where its source is looked for."""
-    spec = importlib.util.spec_from_file_location("mindspeed_source", ROOT / "tests" / "mindspeed_source.py")
+    return load_test_module("mindspeed_source", ROOT / "tests" / "mindspeed_source.py")
+
+
+def load_test_module(name: str, path: Path) -> Any:
+    """A standard-library-only module of tests/ (it is not importable from nox's own interpreter by name)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # where dataclasses look it up
     spec.loader.exec_module(module)
     return module
@@ -566,6 +577,23 @@ def run_real_mindspeed(session: nox.Session, line: str, verl: str) -> None:
         env={**test_variables(verl, line), "NPU_SHIM_TEST_MINDSPEED_EXTRAS": str(extras)},
         external=True,
     )
+
+
+@nox.session(venv_backend="none")
+def conformance(session: nox.Session) -> None:
+    """The kit's torch_npu against the images' torch_npu wheels and the calls verl and MindSpeed make (data only)."""
+    wheels = load_test_module("conformance_wheels", ROOT / "tests" / "conformance" / "wheels.py")
+    with held("conformance-wheels"):
+        folder, ready = cache_slot(session, "conformance-wheels", [*wheels.PLATFORM, *wheels.requirements()], "3.11")
+        if not ready.exists():
+            # one requirement a call: pip refuses two versions of one distribution in one download, even --no-deps
+            for requirement in wheels.requirements():
+                pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *wheels.PLATFORM]
+                session.run(*pip, "--dest", str(folder), requirement, external=True)
+            ready.touch()
+    python = verl_env(session, CONFORMANCE_VERL)
+    variables = {wheels.WHEELS_VARIABLE: str(folder)}
+    session.run(str(python), "-m", "pytest", "tests/conformance", *session.posargs, env=variables, external=True)
 
 
 @nox.session(venv_backend="none")

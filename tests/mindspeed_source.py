@@ -42,18 +42,31 @@ PINS = {
         Pin("2.3.0_core_r0.12.1", "674226a15a82", "MindSpeed-2.3.0_core_r0.12.1-674226a15a82"),
         Pin("core_r0.16.0", "e4772499f7eb", "MindSpeed-core_r0.16.0-e4772499f7eb"),
         Pin("core_r0.18.0", "4213c91313fe", "MindSpeed-core_r0.18.0-4213c91313fe"),
-        Pin("master", "0c6c0ceaa523", "MindSpeed-0c6c0ceaa523"),  # the A5 image's (verl 0.9.1); not run: noxfile.py
+        Pin("master", "0c6c0ceaa523", "MindSpeed-0c6c0ceaa523"),  # the A5 image's (verl 0.9.1)
     )
 }
+# Megatron-LM's own source, which a line imports and patches (``megatron.training``) and PyPI's megatron-core does not
+# ship: the A5 image installs Megatron-LM core_v0.12.0 from source (``pip install -e``) for master. An unmodified
+# ``git archive`` (its top folder names no commit) in $NPU_SHIM_MEGATRON_LM_SOURCE, else ../shared/megatron-lm.
+MEGATRON_LM = {"master": Pin("core_v0.12.0", "d580efc68a9f", "Megatron-LM-core_v0.12.0-d580efc68a9f")}
+MEGATRON_LM_VARIABLE = "NPU_SHIM_MEGATRON_LM_SOURCE"
+MEGATRON_LM_DEFAULT = ROOT.parent / "shared" / "megatron-lm"
+MEGATRON_LM_CACHE = ROOT / ".cache" / "megatron-lm"
 
 
 class SourceMissing(LookupError):
     """No archive or checkout of a pinned line where the layer looks; the message says how to give one."""
 
 
-def source_dir() -> Path:
-    given = os.environ.get(SOURCE_VARIABLE, "").strip()
-    return Path(given).expanduser().resolve() if given else DEFAULT_SOURCE
+def source_dir(variable: str = SOURCE_VARIABLE, default: Path = DEFAULT_SOURCE) -> Path:
+    given = os.environ.get(variable, "").strip()
+    return Path(given).expanduser().resolve() if given else default
+
+
+def megatron_lm_archive(line: str) -> Path | None:
+    """The Megatron-LM archive ``line`` needs beside it (None: the line needs none)."""
+    pin = MEGATRON_LM.get(line)
+    return None if pin is None else source_dir(MEGATRON_LM_VARIABLE, MEGATRON_LM_DEFAULT) / f"{pin.stem}.tar.gz"
 
 
 def _checkout_commit(directory: Path) -> str | None:
@@ -77,7 +90,13 @@ def _checkout(pin: Pin, source: Path) -> Path | None:
 
 
 def missing_message(line: str, what: str = "the real-MindSpeed layer") -> str:
-    pin = PINS[line]
+    pin, megatron = PINS[line], megatron_lm_archive(line)
+    if megatron is not None and not megatron.is_file() and _has_mindspeed(line):
+        return (
+            f"NOT RUN: {what} for MindSpeed {line}: no {megatron.name} in {megatron.parent} (Megatron-LM's source, "
+            f"whose megatron.training MindSpeed {line} patches); set {MEGATRON_LM_VARIABLE} to a directory holding "
+            "that git archive of NVIDIA/Megatron-LM"
+        )
     return (
         f"NOT RUN: {what} for MindSpeed {line}: no {pin.stem}.tar.gz (nor a checkout at {pin.commit}) in "
         f"{source_dir()}; set {SOURCE_VARIABLE} to a directory of Ascend/MindSpeed archives (git archive) or "
@@ -91,9 +110,14 @@ def required() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
-def available(line: str) -> bool:
+def _has_mindspeed(line: str) -> bool:
     pin, source = PINS[line], source_dir()
     return source.is_dir() and ((source / f"{pin.stem}.tar.gz").is_file() or _checkout(pin, source) is not None)
+
+
+def available(line: str) -> bool:
+    megatron = megatron_lm_archive(line)
+    return _has_mindspeed(line) and (megatron is None or megatron.is_file())
 
 
 def prepare(line: str) -> Path:
@@ -108,19 +132,38 @@ def prepare(line: str) -> Path:
             raise SourceMissing(missing_message(line))
         return checkout
     target = CACHE / f"{pin.line}-{pin.commit}"
-    if (target / "mindspeed" / "__init__.py").is_file():
+    return _extracted(archive, pin.stem, target, Path("mindspeed", "__init__.py"), f"MindSpeed {line}")
+
+
+def prepare_megatron_lm(line: str) -> Path | None:
+    """The directory to put on PYTHONPATH after ``line``'s MindSpeed for Megatron-LM's source (None: not needed)."""
+    archive = megatron_lm_archive(line)
+    if archive is None:
+        return None
+    if not archive.is_file():
+        raise SourceMissing(missing_message(line))
+    pin = MEGATRON_LM[line]
+    target = MEGATRON_LM_CACHE / f"{pin.line}-{pin.commit}"
+    # the archive's top folder is the tag's name alone (git archive --prefix), no commit in it
+    marker = Path("megatron", "training", "__init__.py")
+    return _extracted(archive, f"Megatron-LM-{pin.line}", target, marker, f"Megatron-LM {pin.line}")
+
+
+def _extracted(archive: Path, top: str, target: Path, marker: Path, what: str) -> Path:
+    """``archive``'s folder ``top``, extracted once to ``target`` (which holds ``marker`` when complete)."""
+    if (target / marker).is_file():
         return target
-    CACHE.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     # extracted beside the target and renamed into place: a session that stops half way leaves no partial tree
-    with tempfile.TemporaryDirectory(dir=CACHE) as scratch:
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         with tarfile.open(archive) as tar:
             tar.extractall(scratch, filter="data")
-        unpacked = Path(scratch) / pin.stem
-        if not (unpacked / "mindspeed" / "__init__.py").is_file():
-            raise SourceMissing(f"{archive} holds no {pin.stem}/mindspeed/: not a git archive of MindSpeed {line}")
+        unpacked = Path(scratch) / top
+        if not (unpacked / marker).is_file():
+            raise SourceMissing(f"{archive} holds no {top}/{marker.as_posix()}: not a git archive of {what}")
         try:
             unpacked.rename(target)
         except OSError:  # another session put it there first
-            if not (target / "mindspeed" / "__init__.py").is_file():
+            if not (target / marker).is_file():
                 raise
     return target

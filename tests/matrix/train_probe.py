@@ -901,6 +901,12 @@ elif __name__ == "__main__":
     runs = tuple(Run(layout, arguments.bridge, **checkpoints) for layout in layouts)
     ranks = (arguments.rank, arguments.world_size)
     result = main(arguments.mode, chosen, arguments.steps, skipped, runs, *ranks, arguments.unadapted)
+    # where Megatron-LM's own training package came from, if anything imported it (real MindSpeed master patches it),
+    # and megatron.core (a namespace package: Megatron-LM's source ahead of PyPI's megatron-core brings its own)
+    training = sys.modules.get("megatron.training")
+    result["megatron_training_files"] = [training.__file__] if training is not None else []
+    result["megatron_core_file"] = getattr(sys.modules.get("megatron.core"), "__file__", None)
+    result["mindspeed_adaptor_imported"] = "mindspeed.megatron_adaptor" in sys.modules
     text = json.dumps(result, indent=2, default=str)
     if arguments.output:
         Path(arguments.output).write_text(text)

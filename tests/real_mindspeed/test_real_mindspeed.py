@@ -48,6 +48,14 @@ NO_DEVICE_ARGUMENT = "TypeError: get_device_capability() takes 0 positional argu
 # coefficient (clip_grad 1.0, norms 4 to 13) rounds the same: weights, losses and outputs stay bit for bit, and are
 # compared so.
 GRAD_NORM_RELATIVE = 4 * 2**-23
+# What real MindSpeed master meets without Megatron-LM's source (PyPI's megatron-core 0.12.0 alone), both roles:
+# its megatron_adaptor does not import, verl's guarded import leaves MindSpeed out, and Megatron 0.12 builds its
+# attention from Transformer Engine's class, which the A5 image has only through MindSpeed (measured 2026-12-07)
+WITHOUT_MEGATRON_LM = (
+    "initialize",
+    "TypeError: TEDotProductAttention.__init__() got an unexpected keyword argument 'num_attention_heads' when "
+    "instantiating TEDotProductAttention when instantiating SelfAttention when instantiating TransformerLayer",
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,8 @@ PLANS = {
     # .__init__ adds, and Megatron-Bridge's GPTModelProvider (a dataclass subclass, its own __init__) never runs that
     # __init__ (docs/testing.md). Compared on mbridge, the one bridge real MindSpeed builds with here; the
     # Megatron-Bridge run shows where it stops.
+    # verl 0.9.1's A5 image: master 0c6c0ce on Megatron 0.12.0, with Megatron-LM core_v0.12.0's source after it
+    ("master", "0.9.1"): Plan(),
     ("core_r0.18.0", "0.9.1"): Plan(
         cp2=True,
         bridge=train_probe.MBRIDGE,
@@ -113,10 +123,20 @@ def start_pair(directory: Path, mode: str, *options: str, ahead: tuple[str, ...]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, source: Path) -> dict[str, Any]:
+def megatron_lm(source: Path) -> Path | None:
+    """Megatron-LM's source for a line that patches its megatron.training (master), extracted; else None."""
+    try:
+        return mindspeed_source.prepare_megatron_lm(LINE)
+    except mindspeed_source.SourceMissing as missing:
+        pytest.fail(str(missing))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, source: Path, megatron_lm: Path | None) -> dict[str, Any]:
     """name -> report (a pair of ranks: both reports). Two waves of concurrent processes: one rank, then the rest."""
     directory = tmp_path_factory.mktemp("real_mindspeed")
-    real = (str(source), EXTRAS)
+    # Megatron-LM's source after MindSpeed's, as the image has it from its `pip install -e` of Megatron-LM
+    real = (str(source), *([str(megatron_lm)] if megatron_lm else []), EXTRAS)
     checkpoints = directory / "checkpoints"
     steps = ("--steps", str(STEPS), *BRIDGE)
     one_rank = {
@@ -128,6 +148,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, source: Path) -> dict[str, An
     if PLAN.bridge_error:
         theirs = ("--steps", "1", "--roles", "critic", "--bridge", ENVIRONMENTS_BRIDGE)
         one_rank[f"real, {ENVIRONMENTS_BRIDGE}"] = (real, "sitecustomize", *theirs)
+    if megatron_lm:  # what the line needs of the image that PyPI lacks, shown by leaving it out
+        one_rank["real, without Megatron-LM"] = ((str(source), EXTRAS), "sitecustomize", "--steps", "1", *BRIDGE)
     if ADAPTED:
         one_rank["real, unadapted"] = (real, "sitecustomize", *steps, "--roles", "critic", "--unadapted")
     children = {}
@@ -218,6 +240,8 @@ def test_the_shims_verdicts_are_the_same_on_real_mindspeed(runs):
     assert expected[VERL] <= applied, verdicts["real"]
     if (VERL, MEGATRON) == ("0.7.1", "0.12"):
         assert "moe_layer_offset" in applied  # PyPI 0.7.1 on megatron-core 0.12.1 lacks #5580 (0.9.1 on 0.12.0 has it)
+    if (VERL, MEGATRON) == ("0.9.1", "0.12"):  # the A5 image (master): verl 0.9.x's save on Megatron 0.12
+        assert {"megatron_checkpoint_save", "megatron_checkpoint_metadata"} <= applied, verdicts["real"]
 
 
 def test_the_layer_adapts_real_mindspeed_to_torch_exactly_where_the_line_needs_it(runs):
@@ -292,6 +316,29 @@ def test_where_real_mindspeed_does_not_take_the_environments_bridge_the_critic_s
     assert runs[name]["bridge"] == [ENVIRONMENTS_BRIDGE]
     critic = runs[name]["roles"]["critic"]
     assert (critic["stage"], critic["error"]) == PLAN.bridge_error, critic.get("traceback")
+
+
+def test_what_real_mindspeed_needs_of_the_image_that_pypi_lacks(runs, megatron_lm):
+    """Master imports and patches Megatron-LM's megatron.training, which the A5 image has from Megatron-LM's source and
+    PyPI's megatron-core does not ship: without it, verl's guarded import of MindSpeed's adaptor leaves it out, and
+    both roles stop as pinned here. The next line's needs are found the same way: run it on PyPI's packages alone."""
+    if megatron_lm is None:
+        pytest.skip(f"MindSpeed {LINE} needs no more than PyPI's packages and the extras")
+    with_it, without = runs["real"], runs["real, without Megatron-LM"]
+    # with it, as in the image (pip install -e): megatron.training and megatron.core both from Megatron-LM's source
+    for path in (*with_it["megatron_training_files"], with_it["megatron_core_file"]):
+        assert Path(path).is_relative_to(megatron_lm), with_it
+    assert with_it["megatron_training_files"] and with_it["mindspeed_adaptor_imported"]
+    # without it: PyPI's megatron-core, no megatron.training, so no MindSpeed adaptor; the shim says there is no
+    # repatch to mend (with it, applied: the comparison with the stand-in above)
+    assert without["megatron_training_files"] == [] and not without["mindspeed_adaptor_imported"], without
+    assert not Path(without["megatron_core_file"]).is_relative_to(megatron_lm)
+    verdicts = {name: dict((o["fix"], o["verdict"]) for o in runs[name]["outcomes"]) for name in runs if "real" in name}
+    assert verdicts["real"]["mindspeed_line_repatch"] == "applied"
+    assert verdicts["real, without Megatron-LM"]["mindspeed_line_repatch"] == "not applicable"
+    for role in train_probe.ROLES:
+        result = without["roles"][role]
+        assert (result["stage"], result["error"]) == WITHOUT_MEGATRON_LM, result.get("traceback")
 
 
 def test_without_the_shim_users_meet_verls_assertion_and_real_mindspeeds_ring_error(runs):

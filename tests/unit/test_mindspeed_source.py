@@ -81,6 +81,30 @@ def test_an_unpacked_tree_is_used_where_it_lies(tmp_path, monkeypatch, cache):
     assert not cache.exists()
 
 
+def test_master_needs_megatron_lms_source_beside_it_and_says_so(tmp_path, monkeypatch, cache):
+    """MindSpeed master patches Megatron-LM's megatron.training: without that archive it is not available, and the
+    one line says which archive and which variable; with it, the archive is extracted once, as MindSpeed's are."""
+    master = mindspeed_source.PINS["master"]
+    monkeypatch.setattr(mindspeed_source, "MEGATRON_LM_CACHE", tmp_path / "megatron-cache")
+    monkeypatch.setenv(mindspeed_source.SOURCE_VARIABLE, str(tmp_path / "archives"))
+    monkeypatch.setenv(mindspeed_source.MEGATRON_LM_VARIABLE, str(tmp_path / "megatron"))
+    write_archive(tmp_path / "archives", master.stem).rename(tmp_path / "archives" / f"{master.stem}.tar.gz")
+    assert mindspeed_source.megatron_lm_archive(LINE) is None and mindspeed_source.prepare_megatron_lm(LINE) is None
+    assert not mindspeed_source.available("master")
+    message = mindspeed_source.missing_message("master")
+    pin = mindspeed_source.MEGATRON_LM["master"]
+    for named in (mindspeed_source.MEGATRON_LM_VARIABLE, f"{pin.stem}.tar.gz", "megatron.training"):
+        assert named in message, named
+    (tmp_path / "megatron").mkdir()
+    with tarfile.open(tmp_path / "megatron" / f"{pin.stem}.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo(f"Megatron-LM-{pin.line}/megatron/training/__init__.py")
+        tar.addfile(info, io.BytesIO(b""))
+    assert mindspeed_source.available("master")
+    extract = mindspeed_source.prepare_megatron_lm("master")
+    assert extract == tmp_path / "megatron-cache" / f"{pin.line}-{pin.commit}"
+    assert (extract / "megatron" / "training" / "__init__.py").is_file()
+
+
 def test_the_default_is_shared_mindspeed_beside_the_project(monkeypatch):
     monkeypatch.delenv(mindspeed_source.SOURCE_VARIABLE, raising=False)
     assert mindspeed_source.source_dir() == mindspeed_source.ROOT.parent / "shared" / "mindspeed"

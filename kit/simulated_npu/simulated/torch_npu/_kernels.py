@@ -19,13 +19,16 @@ Written from torch_npu's published signatures and documentation, never from its 
   sequence head-major, ``[N, s_i, 8]`` after one another), an empty ``softmax_out``, and seed, offset and
   numels 0 (no dropout). The statistics are what ring attention merges blocks with (MindSpeed's
   context parallelism).
-- ``npu_fusion_attention_grad``: the gradients of query, key and value (and an empty ``dpse``), from the
+- ``npu_fusion_attention_grad``: the gradients of query, key and value (and an empty ``dpse`` and ``dsink``), from the
   forward's output (``attention_in``) and statistics, as the real kernel takes them: recomputed with the
   statistics given, which for a block of ring attention are the merged ones.
 - ``npu_rms_norm``: ``(y, rstd)``.
 
-Dropout (``keep_prob < 1``), ``pse``, ``padding_mask``, ``prefix`` and sparse modes 5 to 8 are refused, never
-silently ignored. Softmax runs in float32.
+Their parameters are those torch_npu 2.10.0.post4 registers (names, order, defaults: ``npu_rms_norm``'s first is
+``input``, as a keyword call must name it there), with no ``**kwargs``: a misspelt keyword fails as on torch_npu
+(tests/conformance checks this against the images' wheels). Dropout (``keep_prob < 1``, ``dropout_mask``), ``pse``,
+``padding_mask``, ``prefix``, ``sink``, a ``softmax_layout`` and sparse modes 5 to 8 are refused, never silently
+ignored. Softmax runs in float32.
 """
 
 from __future__ import annotations
@@ -45,8 +48,12 @@ _LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
 
 def _checked_layout(kernel: str, input_layout: str, options: dict[str, Any]) -> str:
     """The layout, upper-cased; what is not modelled refused, never ignored."""
-    if any(options[name] is not None for name in ("pse", "padding_mask", "prefix")):
-        raise NotImplementedError(f"{kernel} (simulated): pse, padding_mask and prefix are not modelled")
+    if any(options.get(name) is not None for name in ("pse", "padding_mask", "prefix", "sink", "dropout_mask")):
+        raise NotImplementedError(
+            f"{kernel} (simulated): pse, padding_mask, prefix, sink and dropout_mask are not modelled"
+        )
+    if options["softmax_layout"]:
+        raise NotImplementedError(f"{kernel} (simulated): softmax_layout={options['softmax_layout']!r} is not modelled")
     if options["keep_prob"] < 1.0:
         raise NotImplementedError(f"{kernel} (simulated): dropout (keep_prob={options['keep_prob']}) is not modelled")
     if options["sparse_mode"] not in (0, 1, 2, 3, 4):
@@ -250,7 +257,11 @@ def npu_fusion_attention(  # noqa: PLR0917 - torch_npu's published signature, po
     sparse_mode: int = 0,
     gen_mask_parallel: bool = True,
     sync: bool = False,
-    **kwargs: Any,
+    softmax_layout: str = "",
+    sink: torch.Tensor | None = None,
+    dropout_mask: torch.Tensor | None = None,
+    seed: int = 0,
+    offset: int = 0,
 ) -> tuple[Any, ...]:
     options = locals()  # the arguments by name, as the helpers read them
     layout = _checked_layout("npu_fusion_attention", input_layout, options)
@@ -350,7 +361,8 @@ def npu_fusion_attention_grad(  # noqa: PLR0917 - torch_npu's published signatur
     sparse_mode: int = 0,
     gen_mask_parallel: bool = True,
     sync: bool = False,
-    **kwargs: Any,
+    softmax_layout: str = "",
+    sink: torch.Tensor | None = None,
 ) -> tuple[Any, ...]:
     options = locals()  # the arguments by name, as the helpers read them
     layout = _checked_layout("npu_fusion_attention_grad", input_layout, options)
@@ -392,12 +404,13 @@ def npu_fusion_attention_grad(  # noqa: PLR0917 - torch_npu's published signatur
             scale=scale_value,
         )
         grad_q, grad_k, grad_v = (_from_bnsd(gradient, layout) for gradient in gradients)
-    return grad_q, grad_k, grad_v, query.new_empty(0)
+    # dpse and dsink: empty without pse and sink (dsink float32, as torch_npu's meta function gives it)
+    return grad_q, grad_k, grad_v, query.new_empty(0), torch.empty(0, device=query.device)
 
 
-def npu_rms_norm(self: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def npu_rms_norm(input: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """RMS norm over ``gamma``'s dimensions (the last ones): ``y`` in the input's dtype, ``rstd`` in float32."""
-    dims = tuple(range(self.dim() - gamma.dim(), self.dim()))
-    values = self.float()
+    dims = tuple(range(input.dim() - gamma.dim(), input.dim()))
+    values = input.float()
     rstd = torch.rsqrt(values.pow(2).mean(dim=dims, keepdim=True) + epsilon)
-    return (values * rstd * gamma.float()).to(self.dtype), rstd
+    return (values * rstd * gamma.float()).to(input.dtype), rstd
