@@ -61,8 +61,8 @@ def visible_cards(environ: Any = os.environ) -> list[str]:
     for variable in VISIBLE:
         first = environ.get(variable, "").split(",")[0].strip()
         if first.isdigit():
-            cards += [card for card in (str(int(first)), str(int(first) // 2)) if card not in cards]
-    return cards
+            cards += [str(int(first)), str(int(first) // 2)]
+    return list(dict.fromkeys(cards))
 
 
 def listed_cards(listing: str) -> list[str]:
