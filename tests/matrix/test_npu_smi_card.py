@@ -3,7 +3,8 @@
 Two children (npu_smi_card_child.py), one with the shim and one without, each deciding every case below through
 verl's own ``is_support_ipc`` 20 times (a rollout's start and its weight syncs) on the simulated host: the kit's
 ``npu-smi`` (its cards set per case), a CANN install info file under ``ASCEND_HOME_PATH``, the simulated torch_npu.
-verl 0.6.1 has no probe: there the test reads that its code never runs ``npu-smi``.
+verl 0.6.1 has no probe: there the test reads that its code never runs ``npu-smi``. And the doctor (``--device npu``)
+on the host whose cards are 4-7 names the decision and the card.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, clean_env, run_python_file
+from helpers import ROOT, clean_env, doctor, run_python_file
 
 from simulated_npu import simulated_cann_home, simulated_npu_env
 
@@ -143,3 +144,11 @@ def test_an_a5_answers_without_npu_smi_where_verl_knows_the_a5(runs):
 def test_the_log_line_names_the_fix(runs):
     line = next(line for line in runs["stderr-True"].splitlines() if "changed verl" in line)
     assert "npu_smi_card" in line, line
+
+
+@needs_probe
+def test_the_doctor_names_the_rollouts_decision_and_its_card(tmp_path):
+    cann = simulated_cann_home(tmp_path / "cann")
+    env = clean_env([ROOT], PATH=f"{BIN}{os.pathsep}{NO_NPU_SMI}", ASCEND_HOME_PATH=cann, NPU_SHIM_SIM_NPU_IDS="4-7")
+    report = doctor(simulated_npu_env(env), tmp_path, "--device", "npu").report
+    assert report["rollout_ipc"] == "IPC: npu-smi's board of NPU 4: Software Version 25.3.rc1.2, CANN 8.3.rc1"
