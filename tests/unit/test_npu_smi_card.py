@@ -134,6 +134,7 @@ def device(monkeypatch) -> ModuleType:
 def test_the_decision_is_verls_own_comparison_of_the_versions_the_card_answered(device, software, ipc, caplog):
     decision = fix.decide(device, {}, Host(4, 5, software=software))
     assert decision == fix.Decision(ipc, "4", f"npu-smi's board of NPU 4: Software Version {software}, CANN 8.3.rc1")
+    assert device.subprocess is subprocess  # verl's module keeps its own: only that call read the stand-in
     assert caplog.records == []
 
 
