@@ -558,7 +558,7 @@ MUTATIONS = [
         new='listed.split(",")',
     ),
     Mutation(
-        "with_globals: names rebound in verl's own module (every caller and thread sees Ray's translated ids, and "
+        "patcher: with_globals rebinds in verl's own module (every caller and thread sees Ray's translated ids, and "
         "npu_smi_card's stand-in subprocess)",
         "npu_shim/patcher.py:with_globals",
         old="    namespace = {**function.__globals__, **names}\n",
