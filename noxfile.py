@@ -179,7 +179,7 @@ ENVIRONMENTS: dict[str, Environment] = {
     "0.9.1-py312": Environment(
         ("verl==0.9.1", *TORCH_PY312, MEGATRON, *TRAIN),
         python="3.12",
-        paths=(*VERDICTS, "tests/ray/test_ray_npu_device_index.py"),
+        paths=(*VERDICTS, "tests/ray/test_ray_npu_device_index.py", "tests/matrix/test_npu_smi_card.py"),
     ),
     # Then the images' stack since #7604: Megatron 0.18 with MindSpeed core_r0.18.0 (the kit's MegatronAdaptor and
     # TransformerEngineNPU stand-ins), the kit's own tests on torch 2.10 beside it.

@@ -14,6 +14,7 @@ from npu_shim.fixes import (
     mindspeed_line_repatch,
     moe_layer_offset,
     npu_causal_mask,
+    npu_smi_card,
     ray_npu_device_index,
     shared_repatch,
     value_engine,
@@ -35,6 +36,7 @@ FIXES: tuple[Fix, ...] = (
     megatron_checkpoint_metadata.FIX,  # megatron-core 0.15's MCoreMetadata: 0.12's checkpoint metadata on torch 2.10
     moe_layer_offset.FIX,  # verl #5580: 0.7.1's router-replay helper asks megatron-core 0.12.1 for keywords it lacks
     ray_npu_device_index.FIX,  # verl #7507 (open): a Ray worker's NPU by the place of Ray's id in the visible list
+    npu_smi_card.FIX,  # verl #6762 (closed unfixed): the rollout's IPC decision from a card the host has, once
 )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 APPLIED = "applied"
@@ -63,6 +63,13 @@ def get_original(owner: Any, attribute: str) -> Any:
     if was_replaced(owner, attribute):
         return _originals[owner][attribute]
     return vars(owner).get(attribute) if owner is not None else None
+
+
+def with_globals(function: FunctionType, **names: Any) -> FunctionType:
+    """``function`` (its code, defaults and closure) reading ``names`` in place of its module's globals of those names:
+    nothing of its module changes, so no other caller, thread or later call sees them."""
+    namespace = {**function.__globals__, **names}
+    return FunctionType(function.__code__, namespace, function.__name__, function.__defaults__, function.__closure__)
 
 
 class Writer:

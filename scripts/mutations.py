@@ -558,10 +558,35 @@ MUTATIONS = [
         new='listed.split(",")',
     ),
     Mutation(
-        "ray_npu_device_index: `ray` rebound in verl's module (every caller and thread sees the translated ids)",
-        "npu_shim/fixes/ray_npu_device_index.py:with_npu_indices",
-        old="    namespace = dict(function.__globals__)\n",
-        new="    namespace = function.__globals__\n",
+        "patcher: with_globals rebinds in verl's own module (every caller and thread sees Ray's translated ids, and "
+        "npu_smi_card's stand-in subprocess)",
+        "npu_shim/patcher.py:with_globals",
+        old="    namespace = {**function.__globals__, **names}\n",
+        new="    namespace = function.__globals__\n    namespace.update(names)\n",
+    ),
+    Mutation(
+        "npu_smi_card: the IPC decision made again at each check (npu-smi at every weight sync)",
+        "npu_shim/fixes/npu_smi_card.py:decision",
+        old='    if "ipc" not in _decided:\n',
+        new="    if True:\n",
+    ),
+    Mutation(
+        "npu_smi_card: the visible-device variables never read (a host's listing only)",
+        "npu_shim/fixes/npu_smi_card.py:visible_cards",
+        old="    for variable in VISIBLE:\n",
+        new="    for variable in ():\n",
+    ),
+    Mutation(
+        "npu_smi_card: an A3 die's card never asked",
+        "npu_shim/fixes/npu_smi_card.py:visible_cards",
+        old="            cards += [str(int(first)), str(int(first) // 2)]\n",
+        new="            cards += [str(int(first))]\n",
+    ),
+    Mutation(
+        "npu_smi_card: npu-smi asked again after no card answered (verl 0.8.0+'s retries)",
+        "npu_shim/fixes/npu_smi_card.py:BoardQuery.run",
+        old="        if self._answer is None:",
+        new="        if True:",
     ),
     # --- mindspeed_line: what MindSpeed does with an engine's config ---
     Mutation(

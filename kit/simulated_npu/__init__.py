@@ -90,6 +90,7 @@ __all__ = [
     "repatch_calls",
     "ring_state",
     "simulate_npu",
+    "simulated_cann_home",
     "simulated_npu_env",
     "tiny_model_dir",
 ]
@@ -244,6 +245,29 @@ def tiny_model_dir(directory: str | os.PathLike[str], architecture: str = "Qwen2
     }
     (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return str(path)
+
+
+def simulated_cann_home(directory: str | os.PathLike[str], version: str = "8.3.RC1") -> str:
+    """Write a CANN toolkit's install info file under ``directory`` (``<arch>-linux/ascend_toolkit_install.info``,
+    where the toolkit's installer puts it); return ``directory``, for ``ASCEND_HOME_PATH``.
+
+    Its ``version=`` line is what verl's ``get_npu_versions`` reads (CANN 8.3.RC1 is the least IPC needs); the other
+    keys are those public copies of the file show, with the kit's values. Nothing else of CANN is there.
+    """
+    import platform
+
+    arch = platform.machine()
+    folder = Path(directory) / f"{arch}-linux"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "package_name=Ascend-cann-toolkit",
+        f"version={version}",
+        f"arch={arch}",
+        "os=linux",
+        f"path={folder}",
+    ]
+    (folder / "ascend_toolkit_install.info").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(directory)
 
 
 def free_port() -> int:

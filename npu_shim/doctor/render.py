@@ -85,6 +85,8 @@ def _verl_lines(report: Report) -> list[tuple[str, str]]:
     )
     lines += [("mindspeed has", features), *(("mindspeed means", meaning) for meaning in mindspeed.meaning)]
     lines.append(("value_model/megatron", _resolution_text(report)))
+    if report.rollout_ipc:
+        lines.append(("rollout IPC", report.rollout_ipc))
     if report.bridge.default:
         lines.append(("bridge", report.bridge.meaning or BRIDGES.get(report.bridge.default, BRIDGES[None])))
     if report.megatron_adaptor is not None:

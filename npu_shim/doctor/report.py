@@ -210,6 +210,7 @@ class Report:
     value_model_megatron_resolves: bool = False
     value_model_megatron_class: str | None = None
     value_model_megatron_error: str | None = None
+    rollout_ipc: str | None = None  # on an NPU: the vLLM rollout's IPC decision and its card (npu_smi_card)
     # What npu_shim's report code read there; where verl did not import, only verl, shim, torch_npu, fixes, the stack
     verl: VerlFacts | None = None
     shim: ShimState | None = None

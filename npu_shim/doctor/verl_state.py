@@ -36,6 +36,7 @@ from npu_shim.doctor.report import (
     read,
 )
 from npu_shim.doctor.routes import names_at_fault, pythonpath_entries
+from npu_shim.fixes import npu_smi_card
 from npu_shim.fixes.value_engine import read_layout
 from npu_shim.patcher import (
     ALREADY_APPLIED,
@@ -248,6 +249,8 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
         fixes, judged_off = _fixes(shim, import_errors), _judged_off(shim)
         verdicts = {row.fix: row.would or row.verdict for row in fixes}
         lacks = {fix for fix, verdict in verdicts.items() if verdict in (APPLIED, ALREADY_APPLIED, WOULD_APPLY)}
+        on_npu = "npu" in (device, assumed_device)
+        rollout_ipc = _rollout_ipc() if on_npu and npu_smi_card.NAME in lacks else None
         layout_id = _layout_id({**verdicts, **dict.fromkeys(lacks, MISSING), **judged_off}, layout.registry)
         resolves, engine_class, lookup_error = _lookup(layout.registry, assumed_device, assume)
         # VERL_ENGINE_DEVICE where this verl's get_engine_cls reads it (0.9)
@@ -267,8 +270,15 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
             value_model_megatron_resolves=resolves,
             value_model_megatron_class=engine_class,
             value_model_megatron_error=lookup_error,
+            rollout_ipc=rollout_ipc,
         )
     return replace(report, status=_judge(report))
+
+
+def _rollout_ipc() -> str:
+    """The vLLM rollout's IPC decision, as the shim makes it in this process (``npu-smi`` asked once), and whence."""
+    decision = npu_smi_card.decision()
+    return f"{'IPC' if decision.ipc else 'shared memory (IPC off)'}: {decision.why}"
 
 
 def _judge(report: Report) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import FunctionType
 from typing import Any
 
-from npu_shim.patcher import get_original
+from npu_shim.patcher import get_original, with_globals
 from npu_shim.recognition import Rebinding
 
 NAME = "ray_npu_device_index"
@@ -82,9 +82,7 @@ class _RayWithIndices:
 def with_npu_indices(function: FunctionType, visible: list[str]) -> Callable[..., Any]:
     """``function`` (its code, defaults and closure), reading ``ray`` as :class:`_RayWithIndices`: nothing of its
     module changes, so no other caller, thread or later call sees it."""
-    namespace = dict(function.__globals__)
-    namespace["ray"] = _RayWithIndices(namespace["ray"], visible)
-    return FunctionType(function.__code__, namespace, function.__name__, function.__defaults__, function.__closure__)
+    return with_globals(function, ray=_RayWithIndices(function.__globals__["ray"], visible))
 
 
 def setup_env_visible_devices(self: Any) -> Any:

@@ -85,7 +85,7 @@ FULL = Report(
 KEYS = {
     "status", "exit_code", "error", "npu_shim_version", "probed_in", "probe", "routes", "megatron_adaptor",
     "device", "assumed_device", "value_model_megatron_resolves", "value_model_megatron_class",
-    "value_model_megatron_error",
+    "value_model_megatron_error", "rollout_ipc",
     "verl", "shim", "torch_npu", "fixes", "layout", "unrecognised", "mindspeed", "bridge", "engine_device",
     "registry", "needed_but_off", "mindspeed_installed", "megatron_adaptor_installed",
     "transformer_engine_installed", "mindspeed_import_error", "mindspeed_adaptor_has_repatch",

@@ -59,6 +59,7 @@ def test_value_engine_is_injected_and_both_engines_repatch_once_before_the_mesh(
         "lm_engine_repatch": "applied",
         "megatron_critic": "not applicable",  # a synthetic tree, not 0.7.1's exact code
         "mindspeed_line_repatch": "not applicable",  # the shim's own _mindspeed_repatch has #6674 and the mend
+        "npu_smi_card": "not applicable",  # the tree's verl.utils.device has no get_npu_versions (0.6's)
     }
     expected_call = {"attention_backend": "AttnBackend.flash", "use_flash_attn": "True"}
     for model_type in ("value_model", "language_model"):
@@ -115,6 +116,7 @@ def test_native_verl_is_left_alone(synthetic, run_with):
         "lm_engine_repatch": "native",
         "megatron_critic": "not applicable",  # a synthetic tree, not 0.8.0's exact code
         "mindspeed_line_repatch": "not applicable",  # nor 0.9.x's: recognised by their code, not by their names
+        "npu_smi_card": "not applicable",  # the tree's verl.utils.device has no get_npu_versions (0.6's)
     }
     assert "Traceback" not in run.stderr
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from torch_npu import _rng, _tensor
+from torch_npu import _rng, _tensor, npu
 from torch_npu._memory import MEMORY, TOTAL_MEMORY
 
-_NAME = "Ascend (simulated by simulated_npu)"
+_NAME = npu.DEVICE_NAME
 
 
 class Stream:
@@ -99,7 +99,7 @@ def api() -> dict[str, Any]:
         "device_count": lambda: 1,
         "is_initialized": lambda: True,
         "current_device": lambda: 0,
-        "get_device_name": lambda device=None: _NAME,
+        "get_device_name": npu.get_device_name,
         "get_device_capability": lambda device=None: (0, 0),
         "get_device_properties": _get_device_properties,
         "device": _DeviceContext,

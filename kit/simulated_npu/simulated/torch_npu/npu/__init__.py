@@ -20,6 +20,10 @@ from types import SimpleNamespace
 SIMULATED = True
 HOST_NPUS = 8  # the NPUs of the simulated host (an Atlas 800 training server's), where no variable chooses among them
 VISIBLE_DEVICES_VARIABLE = "ASCEND_RT_VISIBLE_DEVICES"
+# The chip get_device_name() names, read at each call: "Ascend950PR" makes the host an A5 to verl 0.9.1's test (which
+# looks for "Ascend950" or "Ascend910_95"), "Ascend910_9391" an A3; unset, a name no generation's test matches.
+DEVICE_NAME_VARIABLE = "NPU_SHIM_SIM_DEVICE_NAME"
+DEVICE_NAME = "Ascend (simulated by simulated_npu)"
 _current = 0  # the index set_device last set
 
 
@@ -33,6 +37,10 @@ def device_count() -> int:
 
 def current_device() -> int:
     return _current
+
+
+def get_device_name(device: object = None) -> str:
+    return os.environ.get(DEVICE_NAME_VARIABLE) or DEVICE_NAME
 
 
 def visible_device_count() -> int:
