@@ -283,26 +283,26 @@ CONFORMANCE_VERL = "0.7.1"
 
 # What `make test` runs, side by side on every core (`nox --parallel auto`): a session starts as soon as a core is
 # free, in this order, longest first, so that the short ones fill the last gaps (list scheduling, longest first). The
-# seconds are each session's own on a fresh clone of this machine kind, environment built (docs/costs.md); a session
-# not measured yet counts as the longest.
+# seconds are each session's pytest time in the sequential fresh-clone run of 2026-12-07 (docs/costs.md), rounded, and
+# the estimate of a session added since; a session without a figure counts as the longest.
 SECONDS = {
     "lint": 5,
-    "unit": 38,
-    "matrix(verl='0.6.1')": 130,
-    "matrix(verl='0.6.1-mcore0.12')": 60,
-    "matrix(verl='0.7.1')": 420,
-    "matrix(verl='0.7.1-mcore0.12')": 170,
-    "matrix(verl='0.8.0')": 210,
-    "matrix(verl='0.8.0-mcore0.12')": 95,
-    "matrix(verl='0.9.0')": 75,
-    "matrix(verl='0.9.1-py312')": 150,
-    "matrix(verl='0.9.1-py312-mcore0.18')": 360,
+    "unit": 40,
+    "matrix(verl='0.6.1')": 150,
+    "matrix(verl='0.6.1-mcore0.12')": 50,
+    "matrix(verl='0.7.1')": 500,
+    "matrix(verl='0.7.1-mcore0.12')": 230,
+    "matrix(verl='0.8.0')": 300,
+    "matrix(verl='0.8.0-mcore0.12')": 85,
+    "matrix(verl='0.9.0')": 80,
+    "matrix(verl='0.9.1-py312')": 130,
+    "matrix(verl='0.9.1-py312-mcore0.18')": 370,
     "matrix(verl='0.9.1-a5')": 130,
-    "real_mindspeed(line='core_r0.16.0', verl='0.7.1')": 45,
-    "real_mindspeed(line='2.3.0_core_r0.12.1', verl='0.7.1-mcore0.12')": 40,
-    "real_mindspeed(line='f2b0977e', verl='0.7.1-mcore0.12')": 40,
-    "real_mindspeed(line='core_r0.16.0', verl='0.9.1-py312')": 40,
-    "real_mindspeed(line='core_r0.18.0', verl='0.9.1-py312-mcore0.18')": 45,
+    "real_mindspeed(line='core_r0.16.0', verl='0.7.1')": 70,
+    "real_mindspeed(line='2.3.0_core_r0.12.1', verl='0.7.1-mcore0.12')": 25,
+    "real_mindspeed(line='f2b0977e', verl='0.7.1-mcore0.12')": 25,
+    "real_mindspeed(line='core_r0.16.0', verl='0.9.1-py312')": 25,
+    "real_mindspeed(line='core_r0.18.0', verl='0.9.1-py312-mcore0.18')": 80,
     "real_mindspeed(line='master', verl='0.9.1-a5')": 70,
     "conformance": 30,
 }
