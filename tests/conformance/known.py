@@ -17,6 +17,10 @@ KIT_ONLY: dict[str, str] = {
         "the simulated host's devices, which set_device checks its index against as CANN does (tests/kit)",
     ),
     **dict.fromkeys(
+        ("torch_npu.npu.DEVICE_NAME", "torch_npu.npu.DEVICE_NAME_VARIABLE"),
+        "the chip the simulated host names (get_device_name), which decides verl 0.9.1's A5 test (npu_smi_card)",
+    ),
+    **dict.fromkeys(
         (
             "torch_npu.npu_* (default mode: any name, as an attribute)",
             "torch_npu.npu_* (compute mode: any name, as an attribute)",
