@@ -42,10 +42,18 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor",
         help="will new interpreters and Ray workers from here get the shim? exit 1 if an NPU critic would fail",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the exit codes are a list
         description="Start a fresh interpreter with this environment as given (or, with --ray, a task on a running "
-        "Ray cluster), import verl.workers.engine there (nothing runs on a device) and report which route gave it "
-        "the shim, or why none did, and what the shim did to verl. Exit status 1 when that interpreter sees an NPU "
-        "and (value_model, megatron) does not resolve; 2 when the probe gave no report.",
+        "Ray cluster),\nimport verl.workers.engine there (nothing runs on a device) and report which route gave it "
+        "the shim,\nor why none did, and what the shim did to verl.",
+        epilog="exit status:\n"
+        "  0  ok; not judged (verl sees no NPU there: use --device npu); not applicable (no verl)\n"
+        "  1  problem: where verl sees an NPU (or --device npu), the Megatron critic's engine does not resolve,\n"
+        "     a fix it needs is turned off or meets code it does not know, Megatron-Bridge (verl's default)\n"
+        "     does not import, or MindSpeed is missing; anywhere, verl is installed but does not import, or\n"
+        "     MindSpeed or TransformerEngineNPU is installed but does not import; with --device npu, verl is\n"
+        "     missing; with --strict (or NPU_SHIM_STRICT=1), NPU_SHIM_DISABLED_FIXES names no fix\n"
+        "  2  no verdict: the probe gave no report (--timeout, no Ray cluster), or bad arguments",
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object (keys: see npu_shim.doctor.report)")
     doctor.add_argument(
@@ -60,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=["npu"],
         help="judge as on a host where verl sees this device, on a machine without one (an image build): verl's "
         "engines are looked up for it, with the same exit status",
+    )
+    doctor.add_argument(
+        "--strict",
+        action="store_true",
+        help="a name in NPU_SHIM_DISABLED_FIXES that is no fix's is a problem (exit 1), as NPU_SHIM_STRICT=1 makes it",
     )
     doctor.add_argument(
         "--timeout",
@@ -139,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_ray=args.ray is not None,
         timeout=args.timeout,
         device=args.device,
+        strict=args.strict,
     )
     emit(text)
     return status

@@ -1,24 +1,26 @@
 """``npu-shim doctor``: will new interpreters and Ray workers started from here get the shim?
 
 It judges the environment it was started in, not the one ``import npu_shim`` made: ``probe`` runs in a fresh
-interpreter with that environment as given (``--ray``: ``ray_probe``, a task in a worker of a running cluster) and
-reports (``verl_state``, ``mindspeed_state``, ``bridge_state``); here ``routes`` judges how the shim got there and
-``render`` writes text. The statuses and exit codes: docs/usage.md; the report and its JSON: ``report``.
+interpreter with that environment as given (``--ray``: ``ray_probe``, a task in a worker of a running cluster), and
+there gathers the facts, judges them and renders them (``verl_state``). This side passes on its options and its
+working directory and prints what came back. The statuses and exit codes: docs/usage.md; the JSON's keys: ``report``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import npu_shim
-from npu_shim.doctor.report import ERROR, PROBLEM, Report
+from npu_shim.doctor.report import ERROR, Report, blank, with_status
 
 
 def environment_as_given() -> dict[str, str]:
@@ -27,12 +29,33 @@ def environment_as_given() -> dict[str, str]:
     return propagation.environ_as_given() if propagation is not None else dict(os.environ)
 
 
-def shim_parent() -> str:  # the directory that holds this npu_shim: the probe's way to its report code
-    return str(Path(npu_shim.__file__).resolve().parent.parent)
+def install_source(shim_parent: Path) -> str | None:
+    """What to ``pip install`` to get this npu_shim elsewhere: its checkout, or the file or folder pip installed it
+    from (PEP 610's direct_url.json); None where neither is known. npu-shim is not on PyPI."""
+    if (shim_parent / "pyproject.toml").is_file():
+        return str(shim_parent)
+    try:
+        direct_url = json.loads(metadata.distribution("npu-shim").read_text("direct_url.json") or "null")
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+    url = urlparse(direct_url.get("url", "")) if isinstance(direct_url, dict) else None
+    return unquote(url.path) if url is not None and url.scheme == "file" else None
 
 
-def probe_in_fresh_interpreter(timeout: float, device: str | None = None) -> dict[str, Any]:
-    """The probe's report from ``sys.executable`` started with the caller's environment, as a worker would be."""
+def probe_options(device: str | None = None, strict: bool = False, probed_in: str = "a fresh interpreter") -> dict:
+    """What the probe is told: where this npu_shim is (the probe's way to its report code where none is importable
+    there), what to judge for, and this process's working directory (a relative PYTHONPATH entry means it)."""
+    shim_parent = Path(npu_shim.__file__).resolve().parent.parent
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # started from a deleted directory
+        cwd = None
+    return dict(shim_parent=str(shim_parent), device=device, strict=strict, probed_in=probed_in, cwd=cwd,
+                install_from=install_source(shim_parent))  # fmt: skip
+
+
+def probe_in_fresh_interpreter(timeout: float, options: dict[str, Any]) -> dict[str, Any]:
+    """The probe's answer from ``sys.executable`` started with the caller's environment, as a worker would be."""
     from npu_shim.doctor import probe
 
     source = Path(probe.__file__).read_text(encoding="utf-8")
@@ -41,7 +64,7 @@ def probe_in_fresh_interpreter(timeout: float, device: str | None = None) -> dic
     with tempfile.TemporaryDirectory(prefix="npu-shim-doctor-") as neutral:
         try:
             completed = subprocess.run(
-                [sys.executable, "-c", source, shim_parent(), device or ""],
+                [sys.executable, "-c", source, json.dumps(options)],
                 env=environment_as_given(),
                 cwd=neutral,
                 capture_output=True,
@@ -54,37 +77,39 @@ def probe_in_fresh_interpreter(timeout: float, device: str | None = None) -> dic
     return probe.last_json_line(completed.stdout, completed.stderr, "the probe", completed.returncode)
 
 
-def collect(
-    ray_address: str | None = None, use_ray: bool = False, timeout: float = 600, device: str | None = None
-) -> Report:
-    """The report from a fresh interpreter or (``use_ray``) a Ray worker; ``device``: judge as where verl sees that
-    device (``--device npu`` where an image is built), whatever device the probe sees."""
-    from npu_shim.doctor import ray_probe, routes
-
-    where = ray_probe.where(ray_address) if use_ray else "a fresh interpreter"
-    try:
-        if use_ray:
-            probed, where = ray_probe.probe_on_ray(ray_address, timeout, shim_parent(), environment_as_given(), device)
-        else:
-            probed = probe_in_fresh_interpreter(timeout, device)
-        report = Report.from_json(probed)
-    except RuntimeError as error:
-        report = Report(ERROR, error=str(error))
-    except ValueError as error:  # the npu_shim the probe imported there writes another report than this one reads
-        report = Report(ERROR, error=f"the probe's report is not one npu_shim {npu_shim.__version__} reads: {error}")
-    report = replace(report, npu_shim_version=npu_shim.__version__, probed_in=where)
-    if report.probe is None:  # no probe: nothing more to judge
-        return report
-    if report.shim is None:  # the probe ran but could not load npu_shim's report code there
-        fails = (report.assumed_device or report.device) == "npu" and not report.value_model_megatron_resolves
-        return replace(report, status=PROBLEM if fails else ERROR, error=report.probe.report_error)
-    return replace(report, routes=routes.judge(report))
-
-
-def main(as_json: bool = False, **options: Any) -> tuple[str, int]:
-    """The report (text, or one JSON object) and the exit status; ``options``: :func:`collect`'s."""
+def main(
+    *,
+    as_json: bool = False,
+    ray_address: str | None = None,
+    use_ray: bool = False,
+    timeout: float = 600,
+    device: str | None = None,
+    strict: bool = False,
+) -> tuple[str, int]:
+    """The report (text, or one JSON object) and the exit status, from a fresh interpreter or (``use_ray``) a Ray
+    worker; ``device``: judge as where verl sees that device (``--device npu`` where an image is built)."""
+    from npu_shim.doctor import ray_probe
     from npu_shim.doctor.render import render
 
-    report = collect(**options)
-    text = json.dumps(report.to_json(), indent=2, sort_keys=True) if as_json else render(report)
-    return text, report.exit_code
+    where = ray_probe.where(ray_address) if use_ray else "a fresh interpreter"
+    options = probe_options(device, strict, where)
+    try:
+        if use_ray:
+            answer = ray_probe.probe_on_ray(ray_address, timeout, environment_as_given(), options)
+        else:
+            answer = probe_in_fresh_interpreter(timeout, options)
+        if not isinstance(answer, dict) or not isinstance(answer.get("report"), dict):
+            raise RuntimeError(f"the probe answered {str(answer)[:200]!r}, not a report")
+    except RuntimeError as error:
+        answer = {"report": with_status({"probed_in": where}, ERROR, error=str(error))}
+    report: Report = {**blank(), **answer["report"]}
+    text = answer.get("text")  # none: a report made here, or the lookup only (npu_shim was not importable there)
+    theirs, ours = report["npu_shim_version"], npu_shim.__version__
+    if theirs not in (None, ours):  # the probe loaded another npu_shim's report code, which may judge otherwise
+        python = shlex.quote(report["probe"]["python"])
+        error = f"the probed interpreter imports npu_shim {theirs}, not this doctor's {ours}: run its own doctor " \
+                f"({python} -m npu_shim doctor)"  # fmt: skip
+        report, text = with_status({**blank(), "probed_in": report["probed_in"]}, ERROR, error=error), None
+    report["npu_shim_version"] = ours
+    text = json.dumps(report, indent=2, sort_keys=True) if as_json else text or render(report)
+    return text, report["exit_code"]

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
+import shlex
 import sys
 from types import ModuleType
-
-from npu_shim.doctor.report import Bridge, ImportFailure
+from typing import Any
 
 MEGATRON_BRIDGE = "Megatron-Bridge"
 VERL_BRIDGE_MODULE = "verl.models.mcore.bridge"  # what verl's Megatron engine imports for Megatron-Bridge
 MEGATRON_ENGINE_MODULE = "verl.workers.engine.megatron"
+# What verl's Ascend images install beside Megatron-Bridge (0.5.0, `--no-deps`), by the module each gives: Megatron-
+# Bridge imports them unguarded (verl #7335's scripts; verl's Ascend Dockerfiles)
+BESIDE_BRIDGE = {
+    "modelopt": "nvidia-modelopt[torch]>=0.37.0",
+    "omegaconf": "omegaconf",
+    "hydra": "hydra-core",
+    "megatron.energon": "megatron-energon",
+}
 VANILLA = (
     "set vanilla_mbridge=True for each Megatron role (actor_rollout_ref.actor.megatron.vanilla_mbridge=True "
     "critic.megatron.vanilla_mbridge=True: the legacy mbridge, deprecated in verl)"
@@ -34,13 +41,14 @@ def error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def import_or_failure(module: str) -> tuple[ModuleType | None, ImportFailure | None]:
+def import_or_failure(module: str) -> tuple[ModuleType | None, dict[str, Any] | None]:
+    """``module`` imported, or how that failed: the report's ``{module, error, missing}``."""
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
             return importlib.import_module(module), None
     except Exception as error:
         missing = error.name if isinstance(error, ModuleNotFoundError) else None
-        return None, ImportFailure(module, error_text(error), missing)
+        return None, {"module": module, "error": error_text(error), "missing": missing}
 
 
 def default_bridge() -> str | None:
@@ -50,30 +58,36 @@ def default_bridge() -> str | None:
     return None if vanilla is None else "mbridge" if vanilla.default else MEGATRON_BRIDGE
 
 
-def bridge_state() -> Bridge:
+def bridge_state() -> dict[str, Any]:
     """The default bridge here, and how verl's import of Megatron-Bridge fails: tried only where verl's Megatron
     engine module imported and the default is Megatron-Bridge (else no model to build, or mbridge builds it)."""
     default = default_bridge()
     tried = default == MEGATRON_BRIDGE and MEGATRON_ENGINE_MODULE in sys.modules
     failure = import_or_failure(VERL_BRIDGE_MODULE)[1] if tried else None
-    return Bridge(default, failure, meaning(failure))
+    return {"default": default, "import_error": failure, "meaning": meaning(failure)}
 
 
-def meaning(failure: ImportFailure | None) -> str | None:
+def meaning(failure: dict[str, Any] | None) -> str | None:
     """What a failed Megatron-Bridge import means for verl's Megatron engines, and the ways out this Megatron leaves."""
     if failure is None:
         return None
-    ways_out = f"install Megatron-Bridge (verl's Ascend images: pip install --no-deps megatron-bridge), or {VANILLA}"
-    if failure.missing in ("megatron.bridge", "megatron"):
+    missing, beside = failure["missing"], " ".join(shlex.quote(package) for package in BESIDE_BRIDGE.values())
+    cause = f"`import {failure['module']}` fails: {failure['error']}"
+    ways_out = (
+        f"install Megatron-Bridge and what verl's Ascend images install beside it (pip install --no-deps "
+        f"megatron-bridge && pip install {beside}), or {VANILLA}"
+    )
+    if missing in ("megatron.bridge", "megatron"):
         cause = "Megatron-Bridge is not installed"
-    elif failure.missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU: TENPU's name
+    elif package := BESIDE_BRIDGE.get(missing) or BESIDE_BRIDGE.get((missing or "").partition(".")[0]):
+        cause = f"Megatron-Bridge is installed but {cause}: verl's Ascend images install {package} beside it"
+        ways_out = f"pip install {shlex.quote(package)}, or {VANILLA}"
+    elif missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU: TENPU's name
         cause = (
-            "Megatron-Bridge is installed but imports Transformer Engine, which is not (on an NPU: "
+            f"Megatron-Bridge is installed but {cause}: Transformer Engine is not installed (on an NPU: "
             "TransformerEngineNPU, module transformer_engine)"
         )
         ways_out = f"install TransformerEngineNPU, or {VANILLA}"
-    else:
-        cause = f"`import {failure.module}` fails: {failure.error}"
     megatron = sys.modules.get(MEGATRON_VERSION_MODULE) or import_or_failure(MEGATRON_VERSION_MODULE)[0]
     parts = str(getattr(megatron, "__version__", "")).split(".")[:2]  # megatron-core's (major, minor)
     version = tuple(map(int, parts)) if len(parts) == 2 and all(map(str.isdigit, parts)) else None
@@ -88,11 +102,3 @@ def meaning(failure: ImportFailure | None) -> str | None:
         f"and {cause}: every Megatron engine with verl's default config (critic and actor) fails when it is built; "
         f"fix: {ways_out}"
     )
-
-
-def found(name: str) -> bool:
-    """Whether ``name`` is found here; found, not imported (importing MindSpeed or Megatron to ask would patch them)."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a finder that raises, a parent that fails to import, a spec-less module
-        return False

@@ -10,21 +10,22 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import replace
 from types import ModuleType
+from typing import Any
 
 from npu_shim import mindspeed_line, watcher
-from npu_shim.doctor.bridge_state import found, import_or_failure
-from npu_shim.doctor.report import AdaptorOrder, ImportFailure, MindSpeedOffer, Report
+from npu_shim.doctor.bridge_state import import_or_failure
+from npu_shim.doctor.report import Report
 from npu_shim.fixes import shared_repatch
 from npu_shim.fixes.value_engine import VerlLayout
 from npu_shim.settings import switch
+from npu_shim.watcher import found
 
 logger = logging.getLogger("npu_shim")
 
-ADAPTOR = "mindspeed.megatron_adaptor"  # what verl imports `repatch` from
+MINDSPEED_ADAPTOR = "mindspeed.megatron_adaptor"  # what verl imports `repatch` from
 # What MindSpeed core_r0.17.0 and core_r0.18.0 need besides themselves, installed in this order before MindSpeed:
-MEGATRON_ADAPTOR = watcher.ADAPTOR  # MegatronAdaptor; their `mindspeed/__init__.py` is `import megatron_adaptor`
+# MegatronAdaptor (watcher.ADAPTOR: their `mindspeed/__init__.py` is `import megatron_adaptor`), TransformerEngineNPU
 TRANSFORMER_ENGINE = "transformer_engine"  # TransformerEngineNPU
 TENPU = "TransformerEngineNPU (module transformer_engine)"
 INSTALL_ORDER = "install MegatronAdaptor, then TransformerEngineNPU, then MindSpeed"
@@ -35,12 +36,12 @@ NO_CONFIG = (  # where verl binds no repatch
 )
 
 
-def stack() -> Report:  # found, not imported: that could patch Megatron
-    return Report(
-        mindspeed_installed=found("mindspeed"),
-        megatron_adaptor_installed=watcher.found(watcher.ADAPTOR),
-        transformer_engine_installed=found(TRANSFORMER_ENGINE),
-    )
+def stack() -> dict[str, bool]:  # found, not imported: that could patch Megatron
+    return {
+        "mindspeed_installed": found("mindspeed"),
+        "megatron_adaptor_installed": found(watcher.ADAPTOR),
+        "transformer_engine_installed": found(TRANSFORMER_ENGINE),
+    }
 
 
 def package_folder(package: ModuleType | None) -> str | None:  # which verl or MindSpeed of several on the path
@@ -48,17 +49,17 @@ def package_folder(package: ModuleType | None) -> str | None:  # which verl or M
     return os.path.dirname(os.path.abspath(file)) if file else None
 
 
-def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> AdaptorOrder:
+def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> dict[str, Any]:
     """MegatronAdaptor before Megatron here: only a shim active from start-up imports it at Megatron's first import.
     ``megatron_at_adaptor``: the Megatron modules imported when the probe first looked for it (None: it never did)."""
-    installed = watcher.found(watcher.ADAPTOR)
+    installed = found(watcher.ADAPTOR)
     megatron = watcher.megatron_modules()
     if not installed or not megatron:
         first = None
     elif megatron_at_adaptor is not None:
         first = megatron_at_adaptor
     else:  # never looked for: there before the probe began, or never imported while Megatron was
-        first = [] if MEGATRON_ADAPTOR in sys.modules else sorted(megatron)
+        first = [] if watcher.ADAPTOR in sys.modules else sorted(megatron)
     if not installed:
         reason = "MegatronAdaptor (module megatron_adaptor) is not installed: npu_shim imports nothing before Megatron"
     elif switch("NPU_SHIM_DISABLE"):
@@ -78,48 +79,57 @@ def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str]
             "npu_shim imports MegatronAdaptor at the first import of Megatron, in every process started as this one"
         )
     before_megatron = installed and activated_at_start is not None and switch(watcher.ADAPTOR_SWITCH)
-    return AdaptorOrder(installed, before_megatron, first, reason)
+    return {"installed": installed, "before_megatron": before_megatron, "megatron_first": first, "reason": reason}
 
 
-def with_mindspeed(report: Report, layout: VerlLayout) -> Report:
-    """``report`` with what this MindSpeed offers verl and what that means here. Where MindSpeed and MegatronAdaptor
-    are installed, the probe imports ``transformer_engine`` too: Megatron's import of it is guarded, and without it
-    verl's Transformer Engine layer specs and MindSpeed 0.18's norms fail only when built."""
+def offer(report: Report, layout: VerlLayout) -> dict[str, Any]:
+    """What this MindSpeed offers verl and what that means here, under the report's keys. Where MindSpeed and
+    MegatronAdaptor are installed, the probe imports ``transformer_engine`` too: Megatron's import of it is guarded, and
+    without it verl's Transformer Engine layer specs and MindSpeed 0.18's norms fail only when built."""
     repatch = getattr(layout.mindspeed_impl, "repatch", None)  # importing mindspeed here could patch Megatron
     context_parallel_wrapper = None
-    if sys.modules.get(ADAPTOR) is not None:  # verl imported MindSpeed already: one more module patches nothing
+    if (
+        sys.modules.get(MINDSPEED_ADAPTOR) is not None
+    ):  # verl imported MindSpeed already: one more module patches nothing
         cp_utils, failure = import_or_failure("mindspeed.core.context_parallel.model_parallel_utils")
         context_parallel_wrapper = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
         if failure is not None:
-            logger.debug("MindSpeed's context-parallel utilities did not import: %s", failure.error)
-    offer = MindSpeedOffer(
-        repatch_importable=repatch is not None,
-        source=package_folder(sys.modules.get("mindspeed")),
-        batch_invariant_attention=mindspeed_line.has_batch_invariant_attention(),
-        context_parallel_wrapper=context_parallel_wrapper,
-    )
-    if repatch is None and report.mindspeed_installed:  # why verl bound none: its guarded import hid the error
-        imported, failure = import_or_failure(ADAPTOR)
-        has_repatch = None if imported is None else getattr(imported, "repatch", None) is not None
-        report = replace(report, mindspeed_import_error=failure, mindspeed_adaptor_has_repatch=has_repatch)
-    if report.mindspeed_import_error is None and report.mindspeed_installed and report.megatron_adaptor_installed:
-        report = replace(report, transformer_engine_import_error=import_or_failure(TRANSFORMER_ENGINE)[1])
+            logger.debug("MindSpeed's context-parallel utilities did not import: %s", failure["error"])
+    tried: dict[str, Any] = {"mindspeed_import_error": None, "mindspeed_adaptor_has_repatch": None}
+    if repatch is None and report["mindspeed_installed"]:  # why verl bound none: its guarded import hid the error
+        imported, tried["mindspeed_import_error"] = import_or_failure(MINDSPEED_ADAPTOR)
+        tried["mindspeed_adaptor_has_repatch"] = (
+            None if imported is None else getattr(imported, "repatch", None) is not None
+        )
+    tried["transformer_engine_import_error"] = None
+    if (
+        tried["mindspeed_import_error"] is None
+        and report["mindspeed_installed"]
+        and report["megatron_adaptor_installed"]
+    ):
+        tried["transformer_engine_import_error"] = import_or_failure(TRANSFORMER_ENGINE)[1]
+    mindspeed = {
+        "repatch_importable": repatch is not None,
+        "source": package_folder(sys.modules.get("mindspeed")),
+        "batch_invariant_attention": mindspeed_line.has_batch_invariant_attention(),
+        "context_parallel_wrapper": context_parallel_wrapper,
+    }
     in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
-    meaning = _mindspeed_meaning(offer, report, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
-    return replace(report, mindspeed=replace(offer, meaning=meaning))
+    meaning = _mindspeed_meaning(mindspeed, tried, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
+    return {**tried, "mindspeed": {**mindspeed, "meaning": meaning}}
 
 
-def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: Report, *, shims_repatch: bool) -> list[str]:
-    if tried.mindspeed_import_error:
-        return [_import_failure(tried.mindspeed_import_error)]
-    if tried.transformer_engine_import_error:
-        return [_transformer_engine_meaning(tried.transformer_engine_import_error)]
-    if tried.mindspeed_adaptor_has_repatch:
-        return [f"no repatch bound by verl, though {ADAPTOR}.repatch imports here: {NO_CONFIG}"]
-    if not mindspeed.repatch_importable:  # MindSpeed absent, or a line whose adaptor has no repatch
+def _mindspeed_meaning(mindspeed: dict[str, Any], tried: dict[str, Any], *, shims_repatch: bool) -> list[str]:
+    if tried["mindspeed_import_error"]:
+        return [_import_failure(tried["mindspeed_import_error"])]
+    if tried["transformer_engine_import_error"]:
+        return [_transformer_engine_meaning(tried["transformer_engine_import_error"])]
+    if tried["mindspeed_adaptor_has_repatch"]:
+        return [f"no repatch bound by verl, though {MINDSPEED_ADAPTOR}.repatch imports here: {NO_CONFIG}"]
+    if not mindspeed["repatch_importable"]:  # MindSpeed absent, or a line whose adaptor has no repatch
         return [f"no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): {NO_CONFIG}"]
     meaning = []
-    if mindspeed.batch_invariant_attention is False:
+    if mindspeed["batch_invariant_attention"] is False:
         meaning.append(
             "no batch-invariant flash attention (only core_r0.16.0 has it): use_flash_attn_npu_batch_invariant "
             "does nothing here; "
@@ -129,7 +139,7 @@ def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: Report, *, shims_repatc
                 else "verl >= 0.9 alone turns fusion attention off for it (Megatron's unfused attention)"
             )
         )
-    elif mindspeed.batch_invariant_attention:
+    elif mindspeed["batch_invariant_attention"]:
         meaning.append(
             "batch-invariant flash attention: it excludes fusion attention, and once an engine turns it on it is "
             "on for every engine in the process; "
@@ -141,36 +151,38 @@ def _mindspeed_meaning(mindspeed: MindSpeedOffer, tried: Report, *, shims_repatc
                 "with it) dies with 'the patch of forward exist !'"
             )
         )
-    if mindspeed.context_parallel_wrapper:
+    if mindspeed["context_parallel_wrapper"]:
         meaning.append(
             "ring context parallelism: MindSpeed must see the CP size before Megatron's parallel state exists "
             "(the repatch in _init_device_mesh: verl >= 0.8.0, or npu_shim)"
         )
-    elif mindspeed.context_parallel_wrapper is False:
+    elif mindspeed["context_parallel_wrapper"] is False:
         meaning.append("no wrapper of initialize_model_parallel: context parallelism is Megatron's own here")
     return meaning
 
 
-def _import_failure(failure: ImportFailure) -> str:  # an installed MindSpeed's adaptor that does not import
-    if failure.missing == MEGATRON_ADAPTOR:
+def _import_failure(failure: dict[str, Any]) -> str:  # an installed MindSpeed's adaptor that does not import
+    if failure["missing"] == watcher.ADAPTOR:
         also = "" if found(TRANSFORMER_ENGINE) else f"; {TENPU} is not installed either"
         return (
             "MegatronAdaptor (module megatron_adaptor) is not installed: MindSpeed core_r0.17.0/core_r0.18.0 "
             f"imports it at `import mindspeed`, so {PATCHES_OFF}{also}; fix: {INSTALL_ORDER}"
         )
-    if failure.missing == TRANSFORMER_ENGINE:
+    module, error = failure["module"], failure["error"]
+    if failure["missing"] == TRANSFORMER_ENGINE:
         return (
-            f"{TENPU} is not installed: MindSpeed core_r0.17.0/core_r0.18.0 imports it at `import {failure.module}`, "
+            f"{TENPU} is not installed: MindSpeed core_r0.17.0/core_r0.18.0 imports it at `import {module}`, "
             f"so {PATCHES_OFF}; fix: {INSTALL_ORDER}"
         )
-    return f"MindSpeed is installed but `import {failure.module}` failed: {failure.error}: {PATCHES_OFF}"
+    return f"MindSpeed is installed but `import {module}` failed: {error}: {PATCHES_OFF}"
 
 
-def _transformer_engine_meaning(failure: ImportFailure) -> str:
+def _transformer_engine_meaning(failure: dict[str, Any]) -> str:
     consequence = (
         "Megatron runs without Transformer Engine, so verl's Megatron models (Transformer Engine layer specs) and "
         "MindSpeed core_r0.18.0's norms fail to build"
     )
-    if failure.missing == TRANSFORMER_ENGINE:
+    if failure["missing"] == TRANSFORMER_ENGINE:
         return f"{TENPU} is not installed beside MegatronAdaptor and MindSpeed: {consequence}; fix: {INSTALL_ORDER}"
-    return f"TransformerEngineNPU is installed but `import {failure.module}` failed: {failure.error}: {consequence}"
+    module, error = failure["module"], failure["error"]
+    return f"TransformerEngineNPU is installed but `import {module}` failed: {error}: {consequence}"

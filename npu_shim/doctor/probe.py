@@ -2,8 +2,9 @@
 
 Run as ``python -c`` source in a fresh interpreter with the caller's environment, or as a Ray task in a worker. It
 must not change what it measures: it reads start-up first, imports verl as a worker would (which activates the shim
-where a route does), and only then loads npu_shim's report code, kept inactive. Standard library until then: npu_shim
-may not be importable here at all.
+where a route does), and only then loads npu_shim's report code, kept inactive, which judges and renders the report
+here (``verl_state.answer``). Standard library until then: npu_shim may not be importable here at all, and then this
+file reads the critic's lookup itself.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.names.WAITING, read without importing npu_shim
+WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.settings.WAITING, read without importing npu_shim
 ENV_VARIABLES = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", "VERL_USE_EXTERNAL_PLUGINS", "NPU_SHIM_DISABLE")
 ENV_VARIABLES += ("NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR", "NPU_SHIM_DISABLED_FIXES", "NPU_SHIM_LOG_LEVEL")
 
@@ -82,11 +83,11 @@ def device_assumed(device: str | None) -> Iterator[None]:
         module.get_device_name = seen  # a Ray worker lives on
 
 
-def probe(shim_parent: str | None = None, assumed_device: str | None = None) -> dict[str, Any]:
-    """The report here, as JSON; without npu_shim here, what this file reads itself. ``assumed_device``: look
-    engines up for it (``doctor --device``)."""
+def probe(options: dict[str, Any]) -> dict[str, Any]:
+    """``{"report": ..., "text": ...}`` from here. ``options``: the doctor's (``npu_shim.doctor.probe_options``); where
+    npu_shim is not importable here, only the report's keys this file reads itself (the doctor renders them)."""
     sitecustomize = sys.modules.get("sitecustomize")
-    state: dict[str, Any] = dict(  # npu_shim.doctor.report.ProbeState's fields
+    start: dict[str, Any] = dict(  # the report's "probe"
         python=sys.executable,
         python_version=".".join(map(str, sys.version_info[:3])),
         pid=os.getpid(),
@@ -106,42 +107,40 @@ def probe(shim_parent: str | None = None, assumed_device: str | None = None) -> 
             with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report
                 import verl  # noqa: F401
         except Exception as error:
-            state["verl_import_error"] = f"{type(error).__name__}: {error}"
-        state["activated_after_verl"] = _shim_via()
+            start["verl_import_error"] = f"{type(error).__name__}: {error}"
+        start["activated_after_verl"] = _shim_via()
         try:
             if "npu_shim" not in sys.modules:
-                _import_inactive(shim_parent)
+                _import_inactive(options.get("shim_parent"))
             from npu_shim.doctor import verl_state
         except Exception as error:
-            state["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
-            return {"probe": state, **_minimal_verl_facts(assumed_device)}
-        report = verl_state.collect(state["verl_import_error"], assumed_device, device_assumed)
+            start["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
+            return {"report": _lookup_only(start, options)}
+        return verl_state.answer(start, order, options, device_assumed)
     finally:
         sys.meta_path.remove(order)  # a Ray worker lives on
-    return verl_state.with_probe(report, state, order.at_adaptor).to_json()
 
 
-def _minimal_verl_facts(assumed_device: str | None) -> dict[str, Any]:
-    """Without npu_shim here: the device verl sees and the critic's lookup, under ``Report``'s keys."""
-    facts: dict[str, Any] = {
-        "device": None,
-        "assumed_device": assumed_device,
-        "value_model_megatron_resolves": False,
-        "value_model_megatron_error": None,
-    }
+def _lookup_only(start: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """Without npu_shim here: the device verl sees and the critic's lookup, judged (a problem where it fails on an
+    NPU), under the report's keys."""
+    facts: dict[str, Any] = {"probe": start, "error": start["report_error"], "probed_in": options.get("probed_in")}
+    device = options.get("device")
+    facts.update(device=None, assumed_device=device, value_model_megatron_error=None)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             from verl.utils.device import get_device_name
             from verl.workers.engine import EngineRegistry
 
             facts["device"] = str(get_device_name())
-            with device_assumed(assumed_device):
+            with device_assumed(device):
                 EngineRegistry.get_engine_cls("value_model", "megatron")
     except Exception as error:
         facts["value_model_megatron_error"] = f"{type(error).__name__}: {error}"
-    else:
-        facts["value_model_megatron_resolves"] = True
-    return facts
+    facts["value_model_megatron_resolves"] = resolves = facts["value_model_megatron_error"] is None
+    fails = (device or facts["device"]) == "npu" and not resolves
+    why = ["a Megatron critic's engine does not resolve on an NPU"] if fails else []  # verl_state.problems' words
+    return {**facts, "status": "problem" if fails else "error", "exit_code": 1 if fails else 2, "problems": why}
 
 
 def last_json_line(stdout: str, stderr: str, who: str, returncode: int) -> Any:
@@ -152,5 +151,5 @@ def last_json_line(stdout: str, stderr: str, who: str, returncode: int) -> Any:
         raise RuntimeError(f"{who} exited {returncode}: {stderr.strip()[-2000:]}") from None
 
 
-if __name__ == "__main__":  # python -c <this source> [SHIM_PARENT [DEVICE]]
-    print(json.dumps(probe(*(argument or None for argument in sys.argv[1:3]))))
+if __name__ == "__main__":  # python -c <this source> OPTIONS (one JSON object)
+    print(json.dumps(probe(json.loads(sys.argv[1]))))

@@ -7,6 +7,7 @@ interpreter of its own session, which the doctor ends whole at ``--timeout`` or 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -20,9 +21,10 @@ from npu_shim.doctor import probe
 
 CLIENT = """
 import json, sys
-sys.path.insert(0, {shim_parent!r})
+options = json.loads(sys.argv[1])
+sys.path.insert(0, options["shim_parent"])
 from npu_shim.doctor.ray_probe import connect_and_probe
-print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {timeout!r}, {shim_parent!r}, {device!r})))
+print(json.dumps(connect_and_probe({address!r}, {deadline!r}, {timeout!r}, options)))
 """
 GRACE = 2.0  # seconds the client keeps, of the doctor's timeout, to say why it had no answer
 # What the doctor takes instead of the `--address` flag of Ray's own advice (ray.init reads RAY_ADDRESS for "auto").
@@ -38,10 +40,8 @@ def _with_our_advice(error: BaseException) -> str:  # Ray's message, without its
     return str(error) if len(kept) == len(sentences) else " ".join([*kept, ADVICE])
 
 
-def connect_and_probe(
-    address: str | None, deadline: float, timeout: float, shim_parent: str, device: str | None = None
-) -> dict[str, Any]:
-    """In the client interpreter: ``{"report": ...}`` from a Ray worker by ``deadline``, or ``{"error": "..."}``."""
+def connect_and_probe(address: str | None, deadline: float, timeout: float, options: dict[str, Any]) -> dict[str, Any]:
+    """In the client interpreter: the probe's answer from a Ray worker by ``deadline``, or ``{"error": "..."}``."""
     try:
         import ray
         from ray.exceptions import GetTimeoutError
@@ -59,10 +59,9 @@ def connect_and_probe(
     info = getattr(context, "address_info", None)
     resolved = (info.get("gcs_address") or info.get("address")) if isinstance(info, dict) else None
     try:
-        reference = task.remote(shim_parent, device)
+        reference = task.remote({**options, "probed_in": where(resolved or address)})
         try:
-            report = ray.get(reference, timeout=max(deadline - time.time(), 0.1))
-            return {"report": report, "address": resolved or address or "auto"}
+            return ray.get(reference, timeout=max(deadline - time.time(), 0.1))
         except GetTimeoutError:
             ray.cancel(reference, force=True)
             return {"error": f"the Ray task did not answer within {timeout:g} s"}
@@ -76,14 +75,12 @@ class _Interrupted(Exception):  # not InterruptedError: the selectors under comm
     pass
 
 
-def probe_on_ray(
-    address: str | None, timeout: float, shim_parent: str, env: dict[str, str], device: str | None = None
-) -> tuple[dict[str, Any], str]:
-    """The probe's report from a Ray worker within ``timeout`` s, and where it ran; else RuntimeError."""
+def probe_on_ray(address: str | None, timeout: float, env: dict[str, str], options: dict[str, Any]) -> dict[str, Any]:
+    """The probe's answer from a Ray worker within ``timeout`` s; else RuntimeError."""
     deadline = time.time() + timeout - GRACE
-    code = CLIENT.format(shim_parent=shim_parent, address=address, deadline=deadline, timeout=timeout, device=device)
+    code = CLIENT.format(address=address, deadline=deadline, timeout=timeout)
     client = subprocess.Popen(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, json.dumps(options)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -112,7 +109,7 @@ def probe_on_ray(
     answer = probe.last_json_line(stdout, stderr, "the Ray client", client.returncode)
     if "error" in answer:
         raise RuntimeError(answer["error"])
-    return answer["report"], where(answer.get("address") or address)
+    return answer
 
 
 def where(address: str | None) -> str:  # the cluster Ray connected to, or the one asked for

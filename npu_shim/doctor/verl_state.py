@@ -1,4 +1,5 @@
-"""What verl looks like in the probed interpreter, and what npu_shim did to it (or would do): the report's findings.
+"""The report, gathered, judged and rendered in the probed interpreter: what verl looks like there, and what npu_shim
+did to it (or would do).
 
 Runs inside the probe, after verl was imported there. It imports ``verl.workers.engine`` and the modules the fixes
 watch, nothing heavier (no process group, no engine, nothing on an accelerator), and never activates the shim: where
@@ -13,45 +14,21 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Any
 
 import npu_shim
-from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, declared_functions
-from npu_shim.doctor import bridge_state, mindspeed_state
-from npu_shim.doctor.bridge_state import error_text, found, import_or_failure
-from npu_shim.doctor.report import (
-    NOT_JUDGED,
-    OK,
-    PROBLEM,
-    FixGap,
-    FixRow,
-    Layout,
-    ProbeState,
-    RegistryRow,
-    Report,
-    ShimState,
-    TorchNpu,
-    VerlFacts,
-    read,
-)
-from npu_shim.doctor.routes import names_at_fault, pythonpath_entries
+from npu_shim import patcher
+from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, declared_functions, fix_names
+from npu_shim.doctor import bridge_state, mindspeed_state, routes
+from npu_shim.doctor.bridge_state import error_text, import_or_failure
+from npu_shim.doctor.render import render
+from npu_shim.doctor.report import NOT_APPLICABLE, NOT_JUDGED, OK, PROBLEM, Report, blank, with_status
 from npu_shim.fixes import npu_smi_card
 from npu_shim.fixes.value_engine import read_layout
-from npu_shim.patcher import (
-    ALREADY_APPLIED,
-    APPLIED,
-    ENGINE_PACKAGE,
-    MISSING,
-    NATIVE,
-    NOT_APPLICABLE,
-    UNRECOGNISED,
-    Outcome,
-    Writer,
-    is_ours,
-)
+from npu_shim.patcher import ENGINE_PACKAGE, MISSING, NATIVE, UNRECOGNISED, Outcome, Writer, is_ours
 from npu_shim.recognition import installed_verl_version
-from npu_shim.settings import names_of_disabled_fixes, switch
+from npu_shim.settings import DISABLED_FIXES, names_of_disabled_fixes, switch
+from npu_shim.watcher import found
 
 logger = logging.getLogger("npu_shim")
 
@@ -68,13 +45,24 @@ LAYOUTS = {
     "no mindspeed engine": "no MindSpeed engine: verl's MindSpeed engine module did not import",
     "unrecognised": "unrecognised: no value engine, and an LM engine npu_shim does not know",
 }
+# The probe's device_assumed (standard library, in probe.py): look verl's engines up for a device.
+Assume = Callable[[str | None], AbstractContextManager[Any]]
 
 
-def _qualified(obj: Any) -> str:
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+def answer(start: dict[str, Any], order: Any, options: dict[str, Any], assume: Assume) -> dict[str, Any]:
+    """The probe's answer: the report, judged, and its text. ``start``: what probe.py read of start-up and ``import
+    verl``; ``order``: its MegatronOrder; ``options``: the doctor's (``npu_shim.doctor.probe_options``)."""
+    report = collect(start["verl_import_error"], options.get("device"), assume)
+    start = {**start, "pythonpath_entries": routes.pythonpath_entries(start["environment"].get("PYTHONPATH"))}
+    adaptor = mindspeed_state.adaptor_order(start["activated_at_start"], order.at_adaptor)
+    report = {**report, "probe": start, "megatron_adaptor": adaptor, "probed_in": options.get("probed_in")}
+    report = {**report, "routes": routes.judge(report, options), "npu_shim_version": npu_shim.__version__}
+    why = problems(report, options)
+    report = with_status(report, PROBLEM if why else _unproblematic(report), problems=why)
+    return {"report": report, "text": render(report)}
 
 
-def _shim_state() -> ShimState:
+def _shim_state() -> dict[str, Any]:
     via = npu_shim.activated_via()
     hook = sys.modules.get("npu_shim.hook")
     failure = getattr(hook, "failure", None)
@@ -95,16 +83,24 @@ def _shim_state() -> ShimState:
         reason = f"the shim failed while patching {module} and left it as it shipped ({failure_text})"
     elif not hook.outcomes:
         reason = f"the shim's hook has not run on {ENGINE_PACKAGE}"
-    named, known = names_of_disabled_fixes(), [fix.name for fix in FIXES]
-    off, unknown = [name for name in known if name in named], sorted(named.difference(known))
-    return ShimState(reason is None, via, disabled, hook is not None, failure_text, reason, off, unknown)
+    named, known = names_of_disabled_fixes(), fix_names()
+    return dict(
+        active=reason is None,
+        activated_via=via,
+        disabled=disabled,
+        hook_loaded=hook is not None,
+        failure=failure_text,
+        reason=reason,
+        disabled_fixes=[name for name in known if name in named],
+        unknown_fixes=sorted(named.difference(known)),
+    )
 
 
-def _fixes(shim: ShimState, import_errors: dict[str, str]) -> list[FixRow]:
+def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str, Any]]:
     """Each fix's verdict as the hook recorded it; where the shim is inactive, what it would be: the hook's own
     application, reverted at once (only this process sees verl patched, and only briefly)."""
-    outcomes = {o.fix: o for o in sys.modules["npu_shim.hook"].outcomes} if shim.active else {}
-    for name in [] if shim.active else dict.fromkeys(fix.watches for fix in FIXES):
+    outcomes = {o.fix: o for o in sys.modules["npu_shim.hook"].outcomes} if shim["active"] else {}
+    for name in [] if shim["active"] else dict.fromkeys(fix.watches for fix in FIXES):
         module, changes = sys.modules.get(name), Writer()
         try:
             outcomes.update({o.fix: o for o in apply_module(module, changes)} if module is not None else {})
@@ -117,19 +113,22 @@ def _fixes(shim: ShimState, import_errors: dict[str, str]) -> list[FixRow]:
     for fix in FIXES:  # a fix without an outcome: its module did not import, so the hook never ran on it
         why = f"{fix.watches} did not import ({import_errors.get(fix.watches, 'not imported')})"
         outcome = outcomes.get(fix.name) or Outcome(fix.name, NOT_APPLICABLE, why)
-        would = WOULD_APPLY if outcome.verdict == APPLIED else outcome.verdict
-        row = FixRow(fix.name, outcome.verdict, outcome.reason)
-        rows.append(row if shim.active else FixRow(fix.name, INACTIVE, f"{shim.reason}; {outcome.reason}", would))
+        if shim["active"]:
+            rows.append({"fix": fix.name, "verdict": outcome.verdict, "reason": outcome.reason, "would": None})
+        else:
+            would = WOULD_APPLY if outcome.verdict == patcher.APPLIED else outcome.verdict
+            rows.append({"fix": fix.name, "verdict": INACTIVE, "reason": f"{shim['reason']}; {outcome.reason}",
+                         "would": would})  # fmt: skip
     return rows
 
 
-def _judged_off(shim: ShimState) -> dict[str, str]:
+def _judged_off(shim: dict[str, Any]) -> dict[str, str]:
     """The verdicts of the fixes turned off, judged here: the hook never runs one (its judgement may be what a user
     turned it off for)."""
     judged = {}
     for fix in FIXES:
         module = sys.modules.get(fix.watches)
-        if fix.name in shim.disabled_fixes and module is not None:
+        if fix.name in shim["disabled_fixes"] and module is not None:
             try:
                 judged[fix.name] = fix.judge(module).verdict
             except Exception as error:
@@ -151,7 +150,7 @@ def _layout_id(found_by_fix: dict[str, str], registry: Any) -> str:
     return {UNRECOGNISED: "unrecognised", MISSING: "0.6/0.7"}.get(lm_engine, "no mindspeed engine")
 
 
-def _registry_rows(registry: Any) -> list[RegistryRow]:
+def _registry_rows(registry: Any) -> list[dict[str, Any]]:
     rows = []
     engines = getattr(registry, "_engines", None)
     for model_type, backends in engines.items() if isinstance(engines, dict) else ():
@@ -159,120 +158,123 @@ def _registry_rows(registry: Any) -> list[RegistryRow]:
             for key, engine_class in devices.items():
                 device, *vendor = key if isinstance(key, tuple) else (key,)  # 0.9: (device, vendor)
                 ours = is_ours(engine_class)
-                # patched: the shim replaced a method of this upstream class (the LM engine's repatch placement)
-                patched = not ours and any(is_ours(value) for value in getattr(engine_class, "__dict__", {}).values())
-                vendor_name = str(vendor[0]) if vendor else None
-                row = RegistryRow(str(model_type), str(backend), str(device), vendor_name, _qualified(engine_class))
-                rows.append(replace(row, origin="shim" if ours else "upstream", patched=patched))
-    return sorted(rows, key=lambda row: (row.model_type, row.backend, row.device, str(row.vendor)))
+                rows.append({
+                    "model_type": str(model_type),
+                    "backend": str(backend),
+                    "device": str(device),
+                    "vendor": str(vendor[0]) if vendor else None,
+                    "class": _qualified(engine_class),
+                    "origin": "shim" if ours else "upstream",
+                    # an upstream class the shim replaced a method of (the LM engine's repatch placement)
+                    "patched": not ours and any(map(is_ours, getattr(engine_class, "__dict__", {}).values())),
+                })  # fmt: skip
+    return sorted(rows, key=lambda row: (row["model_type"], row["backend"], row["device"], str(row["vendor"])))
 
 
-# The probe's device_assumed (standard library, in probe.py, which imports this module): look engines up for a device.
-Assume = Callable[[str | None], AbstractContextManager[Any]]
+def _qualified(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
 
-def _lookup(registry: Any, assumed_device: str | None, assume: Assume) -> tuple[bool, str | None, str | None]:
+def _lookup(registry: Any, assumed_device: str | None, assume: Assume) -> dict[str, Any]:
     """``get_engine_cls("value_model", "megatron")`` for ``assumed_device``: resolves, to which class, or why not."""
-    if registry is None:
-        return False, None, "verl has no EngineRegistry with get_engine_cls"
-    try:
-        with assume(assumed_device):
-            engine_class = registry.get_engine_cls("value_model", "megatron")
-    except AssertionError as error:
-        return False, None, str(error)
-    except Exception as error:  # a verl we do not know: report, do not crash the doctor
-        return False, None, error_text(error)
-    return True, _qualified(engine_class), None
+    resolves, engine_class, error = False, None, "verl has no EngineRegistry with get_engine_cls"
+    if registry is not None:
+        try:
+            with assume(assumed_device):
+                engine_class, resolves, error = (
+                    _qualified(registry.get_engine_cls("value_model", "megatron")),
+                    True,
+                    None,
+                )
+        except AssertionError as raised:
+            error = str(raised)
+        except Exception as raised:  # a verl we do not know: report, do not crash the doctor
+            error = error_text(raised)
+    return dict(value_model_megatron_resolves=resolves, value_model_megatron_class=engine_class,
+                value_model_megatron_error=error)  # fmt: skip
 
 
-def _torch_npu() -> TorchNpu:
+def _torch_npu() -> dict[str, Any]:
     module = sys.modules.get("torch_npu")
     # A real torch_npu's release names the torch it was built for (2.6.0.post3); a stand-in's says so.
     version = str(version) if (version := getattr(module, "__version__", None)) else None
-    return TorchNpu(module is not None, module is not None or found("torch_npu"), version)
+    return {"loaded": module is not None, "importable": module is not None or found("torch_npu"), "version": version}
 
 
-def _import_failure(error: str | None) -> str:
-    named = os.environ.get("VERL_USE_EXTERNAL_MODULES")
-    if named and error and names_at_fault(named, error):
-        return f"import verl fails: {error}: verl imports each name of VERL_USE_EXTERNAL_MODULES={named!r} as written"
-    return (
-        f"import verl fails: {error}: verl itself does not import here, so every worker that imports verl "
-        "dies the same way, with the shim or without; npu_shim patches verl only once it imports"
-    )
+def _verl_device() -> str | None:
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # verl may print; stdout carries the report
+            from verl.utils.device import get_device_name
+
+            return str(get_device_name())
+    except Exception as raised:
+        logger.debug("verl.utils.device.get_device_name() failed: %s", error_text(raised))
+        return None
 
 
 def collect(verl_import_error: str | None, assumed_device: str | None, assume: Assume) -> Report:
-    """The report as read here, without the probe and the routes. ``verl_import_error``: how ``import verl`` failed
-    where the probe first tried it, as a worker would (verl is not imported again). ``assumed_device``: judge as
-    where verl sees that device (``doctor --device npu``); ``assume`` makes verl's registry look engines up for it."""
+    """The report's findings here, not judged yet. ``verl_import_error``: how ``import verl`` failed where the probe
+    first tried it, as a worker would (verl is not imported again). ``assumed_device``: judge as where verl sees that
+    device (``doctor --device npu``); ``assume`` makes verl's registry look engines up for it."""
     # First, before anything below imports more of Megatron: the probe's MegatronOrder notes this look-up.
-    report = mindspeed_state.stack()
+    report = {**blank(), **mindspeed_state.stack(), "assumed_device": assumed_device}
     verl = None if verl_import_error else sys.modules.get("verl")
-    error, engine_package, import_errors, device = verl_import_error, None, {}, None
     if verl is not None:  # what the fixes watch, as verl's workers import it (the hook judges each module then)
         watched = dict.fromkeys([ENGINE_PACKAGE, *(fix.watches for fix in FIXES)])
         imported = {module: import_or_failure(module) for module in watched}
-        engine_package, failure = imported[ENGINE_PACKAGE]
-        error = f"{ENGINE_PACKAGE} did not import: {failure.error}" if failure else None
-        # a module may fail where the engine package imports: a verl older than it, or no Megatron
-        import_errors = {module: failed.error for module, (_, failed) in imported.items() if failed}
-        try:
-            with contextlib.redirect_stdout(sys.stderr):  # verl may print; stdout carries the report
-                from verl.utils.device import get_device_name
-
-                device = str(get_device_name())
-        except Exception as raised:
-            logger.debug("verl.utils.device.get_device_name() failed: %s", error_text(raised))
     shim = _shim_state()
-    report = replace(report, shim=shim, torch_npu=_torch_npu(), assumed_device=assumed_device)
-
+    report.update(shim=shim, torch_npu=_torch_npu())
     if verl is None:
         installed = found("verl")
-        why = _import_failure(error) if installed else "verl is not installed"
-        if shim.activated_via is not None:
-            report = replace(report, shim=replace(shim, reason=f"{why}: nothing to patch"))
-        return replace(
-            report,
-            status=PROBLEM if installed else NOT_APPLICABLE,  # every worker that imports an installed verl dies so
-            verl=VerlFacts(installed=installed, error=error),
-            fixes=[FixRow(fix.name, NOT_APPLICABLE, why) for fix in FIXES],
-            value_model_megatron_error=why,
-        )
-
-    facts = VerlFacts(True, True, str(getattr(verl, "__version__", None)), mindspeed_state.package_folder(verl), error)
-    # value_model_megatron_error: the engine package's, or overwritten by the lookup
-    report = replace(report, verl=facts, device=device, engine_device=assumed_device or device)
-    report = replace(report, value_model_megatron_error=error)
-    if engine_package is not None:
-        layout = read_layout(engine_package)
-        fixes, judged_off = _fixes(shim, import_errors), _judged_off(shim)
-        verdicts = {row.fix: row.would or row.verdict for row in fixes}
-        lacks = {fix for fix, verdict in verdicts.items() if verdict in (APPLIED, ALREADY_APPLIED, WOULD_APPLY)}
-        on_npu = "npu" in (device, assumed_device)
-        rollout_ipc = _rollout_ipc() if on_npu and npu_smi_card.NAME in lacks else None
-        layout_id = _layout_id({**verdicts, **dict.fromkeys(lacks, MISSING), **judged_off}, layout.registry)
-        resolves, engine_class, lookup_error = _lookup(layout.registry, assumed_device, assume)
-        # VERL_ENGINE_DEVICE where this verl's get_engine_cls reads it (0.9)
-        get_engine_cls = getattr(layout.registry, "get_engine_cls", None)
-        code = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
-        reads_it = code is not None and "VERL_ENGINE_DEVICE" in code.co_consts
-        gaps = [row.fix for row in fixes if UNRECOGNISED in (row.verdict, row.would)]
-        report = replace(
-            mindspeed_state.with_mindspeed(report, layout),
-            fixes=fixes,
-            layout=Layout(layout_id, LAYOUTS[layout_id]),
-            unrecognised=[FixGap(fix, critic_fails_without(fix)) for fix in gaps],
-            needed_but_off=[FixGap(fix, critic_fails_without(fix)) for fix, v in judged_off.items() if v == MISSING],
-            bridge=bridge_state.bridge_state(),
-            engine_device=(reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or assumed_device or device,
-            registry=_registry_rows(layout.registry),
-            value_model_megatron_resolves=resolves,
-            value_model_megatron_class=engine_class,
-            value_model_megatron_error=lookup_error,
-            rollout_ipc=rollout_ipc,
-        )
-    return replace(report, status=_judge(report))
+        why = routes.import_failure_text(verl_import_error) if installed else "verl is not installed"
+        if shim["activated_via"] is not None:
+            shim["reason"] = f"{why}: nothing to patch"
+        return {
+            **report,
+            "verl": dict(importable=False, installed=installed, version=None, path=None, error=verl_import_error),
+            "fixes": [{"fix": fix.name, "verdict": NOT_APPLICABLE, "reason": why, "would": None} for fix in FIXES],
+            "value_model_megatron_error": why,
+        }
+    engine_package, failure = imported[ENGINE_PACKAGE]
+    error = f"{ENGINE_PACKAGE} did not import: {failure['error']}" if failure else None
+    device = _verl_device()
+    report.update(
+        verl=dict(importable=True, installed=True, version=str(getattr(verl, "__version__", None)),
+                  path=mindspeed_state.package_folder(verl), error=error),
+        device=device,
+        engine_device=assumed_device or device,
+        value_model_megatron_error=error,
+    )  # fmt: skip
+    if engine_package is None:
+        return report
+    # a module may fail where the engine package imports: a verl older than it, or no Megatron
+    import_errors = {module: failed["error"] for module, (_, failed) in imported.items() if failed}
+    layout = read_layout(engine_package)
+    fixes, judged_off = _fixes(shim, import_errors), _judged_off(shim)
+    verdicts = {row["fix"]: row["would"] or row["verdict"] for row in fixes}
+    lacking = (patcher.APPLIED, patcher.ALREADY_APPLIED, WOULD_APPLY)  # verl lacks the change the fix makes
+    lacks = {fix for fix, verdict in verdicts.items() if verdict in lacking}
+    layout_id = _layout_id({**verdicts, **dict.fromkeys(lacks, MISSING), **judged_off}, layout.registry)
+    # VERL_ENGINE_DEVICE where this verl's get_engine_cls reads it (0.9)
+    get_engine_cls = getattr(layout.registry, "get_engine_cls", None)
+    code = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
+    reads_it = code is not None and "VERL_ENGINE_DEVICE" in code.co_consts
+    gaps = [row["fix"] for row in fixes if UNRECOGNISED in (row["verdict"], row["would"])]
+    off = [fix for fix, verdict in judged_off.items() if verdict == MISSING]
+    ipc = "npu" in (device, assumed_device) and npu_smi_card.NAME in lacks
+    report.update(
+        mindspeed_state.offer(report, layout),
+        fixes=fixes,
+        layout={"id": layout_id, "description": LAYOUTS[layout_id]},
+        unrecognised=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in gaps],
+        needed_but_off=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in off],
+        bridge=bridge_state.bridge_state(),
+        engine_device=(reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or assumed_device or device,
+        registry=_registry_rows(layout.registry),
+        rollout_ipc=_rollout_ipc() if ipc else None,
+        **_lookup(layout.registry, assumed_device, assume),
+    )
+    return report
 
 
 def _rollout_ipc() -> str:
@@ -281,23 +283,38 @@ def _rollout_ipc() -> str:
     return f"{'IPC' if decision.ipc else 'shared memory (IPC off)'}: {decision.why}"
 
 
-def _judge(report: Report) -> str:
-    """The status, where verl imported: judged only where verl looks up NPU engines, but for a broken MindSpeed."""
-    # installed, unimportable: verl's MindSpeed patches all off; MegatronAdaptor's stack without TENPU: no model builds
-    if report.mindspeed_import_error is not None or report.transformer_engine_import_error is not None:
-        return PROBLEM
-    if report.engine_device != "npu":  # a build machine: say so, rather than "ok" for what was not seen
-        return NOT_JUDGED
-    breaks_critic = any(row.breaks_critic for row in [*report.unrecognised, *report.needed_but_off])
-    no_bridge = report.bridge.import_error is not None  # verl's default config builds no Megatron model
-    return PROBLEM if breaks_critic or no_bridge or not report.value_model_megatron_resolves else OK
+def problems(report: Report, options: dict[str, Any]) -> list[str]:
+    """Why the report is a problem (exit 1), each once, as the status line gives them; none: it is not."""
+    shim, verl = report["shim"], report["verl"]
+    failure, engine_failure = report["mindspeed_import_error"], report["transformer_engine_import_error"]
+    why = []
+    if shim["unknown_fixes"] and (options.get("strict") or switch("NPU_SHIM_STRICT")):
+        why.append(f"{DISABLED_FIXES} names no fix {', '.join(shim['unknown_fixes'])} (strict)")
+    if verl["installed"] and not verl["importable"]:  # every worker that imports it dies so
+        return [*why, "import verl fails here"]
+    if not verl["installed"]:
+        return [*why, "verl is not installed here (--device npu)"] if report["assumed_device"] == "npu" else why
+    if failure is not None:  # verl's MindSpeed patches all off
+        why.append(f"MindSpeed is installed but `import {failure['module']}` fails, so verl runs every MindSpeed "
+                   "patch off")  # fmt: skip
+    elif engine_failure is not None:  # MegatronAdaptor's stack without TENPU: no model builds
+        why.append(f"MegatronAdaptor is installed but `import {engine_failure['module']}` fails "
+                   f"({engine_failure['error']}), so Megatron has no Transformer Engine and verl's Megatron models do "
+                   "not build")  # fmt: skip
+    if report["engine_device"] != "npu":
+        return why
+    if not report["mindspeed_installed"]:
+        why.append("MindSpeed is not installed: verl's Megatron engines run on an NPU through MindSpeed")
+    if any(row["breaks_critic"] for row in [*report["unrecognised"], *report["needed_but_off"]]):
+        why.append("a fix a Megatron critic needs is missing (see the unrecognised or turned-off line)")
+    if report["bridge"]["import_error"] is not None:
+        why.append("verl's default Megatron-Bridge does not import, so no Megatron engine of its default config builds")
+    if not report["value_model_megatron_resolves"]:
+        why.append("a Megatron critic's engine does not resolve on an NPU")
+    return why
 
 
-def with_probe(report: Report, start: dict[str, Any], megatron_at_adaptor: list[str] | None) -> Report:
-    """``report`` with what ``probe.py`` read of start-up (``start``) and of MegatronAdaptor's order."""
-    probe = read(ProbeState, start)
-    return replace(
-        report,
-        probe=replace(probe, pythonpath_entries=pythonpath_entries(probe.environment.get("PYTHONPATH"))),
-        megatron_adaptor=mindspeed_state.adaptor_order(probe.activated_at_start, megatron_at_adaptor),
-    )
+def _unproblematic(report: Report) -> str:
+    if not report["verl"]["installed"]:
+        return NOT_APPLICABLE
+    return OK if report["engine_device"] == "npu" else NOT_JUDGED  # a build machine: not "ok" for what was not seen

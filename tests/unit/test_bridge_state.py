@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from npu_shim.doctor import bridge_state
-from npu_shim.doctor.report import Bridge
 
 
 def engine_config(**defaults: bool) -> type:
@@ -78,13 +77,15 @@ def test_a_missing_megatron_bridge_is_named_with_both_ways_out(megatron_engine_i
     # verl's module prints to stdout before it re-raises; the probe's stdout carries the report
     fake_verl_bridge(megatron_engine_imported, "print('Megatron-Bridge package not found')\nimport megatron.bridge\n")
     state = bridge_state.bridge_state()
-    assert state.default == "Megatron-Bridge"
-    assert state.import_error.module == "verl.models.mcore.bridge"
-    assert state.import_error.missing in ("megatron", "megatron.bridge")  # no megatron at all in this env
-    assert "Megatron-Bridge is not installed" in state.meaning
-    assert "install Megatron-Bridge" in state.meaning
-    assert "actor_rollout_ref.actor.megatron.vanilla_mbridge=True" in state.meaning
-    assert "critic.megatron.vanilla_mbridge=True" in state.meaning
+    assert state["default"] == "Megatron-Bridge"
+    assert state["import_error"]["module"] == "verl.models.mcore.bridge"
+    assert state["import_error"]["missing"] in ("megatron", "megatron.bridge")  # no megatron at all in this env
+    assert "Megatron-Bridge is not installed" in state["meaning"]
+    # with what verl's Ascend images install beside it (Megatron-Bridge imports them unguarded)
+    assert "pip install --no-deps megatron-bridge && pip install 'nvidia-modelopt[torch]>=0.37.0' " in state["meaning"]
+    assert "install Megatron-Bridge" in state["meaning"]
+    assert "actor_rollout_ref.actor.megatron.vanilla_mbridge=True" in state["meaning"]
+    assert "critic.megatron.vanilla_mbridge=True" in state["meaning"]
     assert capsys.readouterr().out == ""
 
 
@@ -93,28 +94,30 @@ def test_a_megatron_bridge_that_cannot_import_is_named_by_the_import_that_fails(
     missing = "megatron.training.models.gpt"
     fake_verl_bridge_missing(megatron_engine_imported, missing)
     state = bridge_state.bridge_state()
-    assert state.import_error.missing == missing
-    assert f"`import verl.models.mcore.bridge` fails: ModuleNotFoundError: No module named '{missing}'" in (
-        state.meaning
+    assert state["import_error"]["missing"] == missing
+    assert (
+        f"`import verl.models.mcore.bridge` fails: ModuleNotFoundError: No module named '{missing}'"
+        in (state["meaning"])
     )
-    assert "Megatron-Bridge is not installed" not in state.meaning
-    assert "vanilla_mbridge=True" in state.meaning
+    assert "Megatron-Bridge is not installed" not in state["meaning"]
+    assert "vanilla_mbridge=True" in state["meaning"]
 
 
 def test_an_importable_bridge_or_no_megatron_engine_is_no_failure(megatron_engine_imported, monkeypatch):
     fake_verl_bridge(megatron_engine_imported, "AutoBridge = object\n")
-    assert bridge_state.bridge_state() == Bridge("Megatron-Bridge", None, None)
+    assert bridge_state.bridge_state() == {"default": "Megatron-Bridge", "import_error": None, "meaning": None}
     monkeypatch.delitem(sys.modules, bridge_state.MEGATRON_ENGINE_MODULE)
     monkeypatch.delitem(sys.modules, "verl.models.mcore.bridge")
     fake_verl_bridge(megatron_engine_imported, "raise ImportError('not reached: no Megatron engine to build')\n")
-    assert bridge_state.bridge_state().import_error is None
+    assert bridge_state.bridge_state()["import_error"] is None
 
 
 def test_a_megatron_bridge_without_transformer_engine_names_transformer_engine_npu(megatron_engine_imported):
     # Megatron-Bridge 0.5.0 imports transformer_engine.pytorch unguarded (its LoRA layers)
     fake_verl_bridge_missing(megatron_engine_imported, "transformer_engine")
-    meaning = bridge_state.bridge_state().meaning
-    assert "Megatron-Bridge is installed but imports Transformer Engine" in meaning
+    meaning = bridge_state.bridge_state()["meaning"]
+    assert "Megatron-Bridge is installed but `import verl.models.mcore.bridge` fails: ModuleNotFoundError" in meaning
+    assert "Transformer Engine is not installed" in meaning
     assert "TransformerEngineNPU, module transformer_engine" in meaning
     assert "vanilla_mbridge=True" in meaning
 
@@ -126,7 +129,7 @@ def test_below_the_megatron_that_megatron_bridge_imports_on_only_mbridge_is_offe
     """verl 0.9.1's A5 image pairs megatron-core 0.12.0: installing Megatron-Bridge there cannot help."""
     monkeypatch.setitem(sys.modules, "megatron.core.package_info", types.SimpleNamespace(__version__=version))
     fake_verl_bridge(megatron_engine_imported, "import megatron.bridge\n")
-    meaning = bridge_state.bridge_state().meaning
+    meaning = bridge_state.bridge_state()["meaning"]
     assert "critic.megatron.vanilla_mbridge=True" in meaning
     assert ("install Megatron-Bridge" in meaning) is bridge_can_import
     assert (f"does not import beside megatron-core {version.rsplit('.', 1)[0]} (it needs 0.18" in meaning) is not (
@@ -136,6 +139,20 @@ def test_below_the_megatron_that_megatron_bridge_imports_on_only_mbridge_is_offe
 
 def test_a_megatron_bridge_without_transformer_engine_is_not_told_to_install_itself(megatron_engine_imported):
     fake_verl_bridge_missing(megatron_engine_imported, "transformer_engine")
-    meaning = bridge_state.bridge_state().meaning
+    meaning = bridge_state.bridge_state()["meaning"]
     assert "fix: install TransformerEngineNPU, or set vanilla_mbridge=True" in meaning
     assert "install Megatron-Bridge" not in meaning
+
+
+@pytest.mark.parametrize(("missing", "package"), [("modelopt", "'nvidia-modelopt[torch]>=0.37.0'"),
+                                                  ("hydra.core", "hydra-core")])  # fmt: skip
+def test_a_megatron_bridge_without_what_the_images_install_beside_it_names_that(
+    megatron_engine_imported, missing, package
+):
+    """Installed as the advice said (`pip install --no-deps megatron-bridge`), it fails for want of modelopt: the
+    advice then names the import that fails and that package, never "install Megatron-Bridge" again."""
+    fake_verl_bridge_missing(megatron_engine_imported, missing)
+    meaning = bridge_state.bridge_state()["meaning"]
+    assert f"fails: ModuleNotFoundError: No module named '{missing}'" in meaning
+    assert f"fix: pip install {package}, or set vanilla_mbridge=True" in meaning
+    assert "install Megatron-Bridge" not in meaning and "--no-deps" not in meaning

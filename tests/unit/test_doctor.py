@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, clean_env, doctor, rendered, run_doctor
+from helpers import ROOT, assert_consistent, clean_env, doctor, rendered, run_doctor
 
 UNKNOWN_DEVICE = "Unknown device: npu for model_type: value_model and backend: megatron"
 
@@ -109,11 +109,11 @@ def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(tmp_path,
     )
 
 
-def probe_without_npu_shim(tree, cwd, *argv: str) -> dict:
-    """The probe's report from a fresh interpreter over ``tree`` where npu_shim is not importable (no shim parent)."""
+def probe_without_npu_shim(tree, cwd, **options) -> dict:
+    """The probe's answer from a fresh interpreter over ``tree`` where npu_shim is not importable (no shim parent)."""
     source = (ROOT / "npu_shim" / "doctor" / "probe.py").read_text()
     completed = subprocess.run(
-        [sys.executable, "-c", source, *argv],
+        [sys.executable, "-c", source, json.dumps(options)],
         env=clean_env([tree]),
         cwd=cwd,
         capture_output=True,
@@ -124,25 +124,44 @@ def probe_without_npu_shim(tree, cwd, *argv: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def doctor_over(answer: dict, monkeypatch, **options) -> tuple[dict, str, int]:
+    """``npu_shim.doctor.main`` where the probe gave ``answer``: the report, its text and the exit status."""
+    import npu_shim.doctor
+
+    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, probe_options: answer)
+    text, status = npu_shim.doctor.main(**options)
+    report = json.loads(npu_shim.doctor.main(as_json=True, **options)[0])
+    assert_consistent(report)
+    return report, text, status
+
+
 def test_a_worker_without_npu_shim_still_gets_a_verdict(synthetic, tmp_path, monkeypatch):
     """The probe in an interpreter where npu_shim is not importable reads the device and the lookup itself."""
-    probed = probe_without_npu_shim(synthetic("0.7.1"), tmp_path)
+    answer = probe_without_npu_shim(synthetic("0.7.1"), tmp_path)
+    probed = answer["report"]
     assert "npu_shim is not importable here" in probed["probe"]["report_error"]
     assert probed["device"] == "npu"
     assert probed["value_model_megatron_resolves"] is False
     assert UNKNOWN_DEVICE in probed["value_model_megatron_error"]
 
-    import npu_shim.doctor
+    report, text, status = doctor_over(answer, monkeypatch)
+    assert (report["status"], report["exit_code"], status) == ("problem", 1, 1)
+    assert "npu_shim is not importable here" in report["error"]
+    assert report["shim"] is None and report["routes"] is None
+    assert "does not resolve: AssertionError: Unknown device: npu" in text
+    assert rendered(report) == text
 
-    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, device: dict(probed))
-    report = npu_shim.doctor.collect()
-    assert (report.status, report.exit_code) == ("problem", 1)
-    assert "npu_shim is not importable here" in report.error
-    assert report.shim is None and report.routes is None
-    from npu_shim.doctor.render import render
 
-    assert "does not resolve: AssertionError: Unknown device: npu" in render(report)
-    assert rendered(report.to_json()) == render(report)
+@pytest.mark.parametrize("release", ["0.8-edited", "0.9"])
+def test_a_worker_without_npu_shim_where_verl_resolves_the_critic_says_so(synthetic, tmp_path, monkeypatch, release):
+    """0.8/0.9 register the critic's engine themselves: without npu_shim there, the lookup resolves, and the report
+    says so (status error, exit 2: no full report, but no problem either)."""
+    answer = probe_without_npu_shim(synthetic(release), tmp_path)
+    report, text, status = doctor_over(answer, monkeypatch)
+    assert report["value_model_megatron_resolves"] is True
+    assert report["value_model_megatron_error"] is None
+    assert (report["status"], status) == ("error", 2)
+    assert re.search(r"\n  value_model/megatron +resolves to an engine class\n", text), text
 
 
 def test_a_route_not_set_up_is_not_needed_when_the_other_works(site, synthetic, tmp_path):
@@ -169,7 +188,7 @@ def test_verl_route_without_npu_shim_importable_is_a_problem_even_from_the_check
     assert report["verl"]["error"] == "ModuleNotFoundError: No module named 'npu_shim'"
     assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["works"] is False
     # the probed interpreter finds no npu_shim: the entry to suggest is the checkout the doctor runs from
-    assert f"(export PYTHONPATH={ROOT}:$PYTHONPATH)" in report["routes"]["PYTHONPATH"]["reason"]
+    assert f'(export PYTHONPATH={ROOT}:"$PYTHONPATH")' in report["routes"]["PYTHONPATH"]["reason"]
 
 
 @pytest.mark.parametrize("named", [" npu_shim", "NPU_SHIM", "json, npu_shim", "npu_shim,"])
@@ -285,18 +304,19 @@ def test_the_probe_is_judged_by_its_own_environment_not_the_doctors(site, synthe
     """A worker whose environment differs from the doctor's (``VERL_USE_EXTERNAL_PLUGINS=none`` in the worker only,
     as a cluster's image may set it): the routes are judged from what the probe saw there, not from here."""
     import npu_shim.doctor
-    from npu_shim.doctor.render import render
 
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "auto")  # here, verl would load the plugin
     worker = clean_env([site, synthetic("0.9")], VERL_USE_EXTERNAL_PLUGINS="none")
     monkeypatch.setattr(npu_shim.doctor, "environment_as_given", lambda: worker)
-    report = npu_shim.doctor.collect()
-    assert report.probe.environment["VERL_USE_EXTERNAL_PLUGINS"] == "none"
-    route = report.routes.verl_plugins
-    assert (route.configured, route.works, report.shim.active, report.routes.effective) == (True, False, False, None)
-    assert "VERL_USE_EXTERNAL_PLUGINS='none' keeps verl from loading it" in route.reason
-    assert re.search(r"\n  verl\.plugins route +no: installed, but VERL_USE_EXTERNAL_PLUGINS='none'", render(report))
-    assert {row.verdict for row in report.fixes} == {"inactive"}
+    text, _ = npu_shim.doctor.main()
+    report = json.loads(npu_shim.doctor.main(as_json=True)[0])
+    assert report["probe"]["environment"]["VERL_USE_EXTERNAL_PLUGINS"] == "none"
+    route = report["routes"]["verl.plugins"]
+    assert (route["configured"], route["works"], report["shim"]["active"]) == (True, False, False)
+    assert report["routes"]["effective"] is None
+    assert "VERL_USE_EXTERNAL_PLUGINS='none' keeps verl from loading it" in route["reason"]
+    assert re.search(r"\n  verl\.plugins route +no: installed, but VERL_USE_EXTERNAL_PLUGINS='none'", text)
+    assert {row["verdict"] for row in report["fixes"]} == {"inactive"}
 
 
 def test_the_plugin_route_on_a_verl_that_loads_no_plugins_says_so(site, synthetic, tmp_path):
@@ -347,19 +367,15 @@ def test_device_npu_judges_an_image_build_as_on_an_npu_host(site, synthetic, tmp
 
 def test_device_npu_where_npu_shim_is_not_importable_still_judges_the_lookup(synthetic, tmp_path, monkeypatch):
     """The probe's own standard-library lookup (a worker without npu_shim) honours the flag too."""
-    probed = probe_without_npu_shim(_on_a_machine_without_an_npu(synthetic("0.7.1")), tmp_path, "", "npu")
+    answer = probe_without_npu_shim(_on_a_machine_without_an_npu(synthetic("0.7.1")), tmp_path, device="npu")
+    probed = answer["report"]
     assert "npu_shim is not importable here" in probed["probe"]["report_error"]
     assert (probed["device"], probed["assumed_device"]) == ("cuda", "npu")
     assert probed["value_model_megatron_error"] == f"AssertionError: {UNKNOWN_DEVICE}"
 
-    import npu_shim.doctor
-
-    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, device: dict(probed))
-    report = npu_shim.doctor.collect(device="npu")
-    assert (report.status, report.exit_code) == ("problem", 1)
-    from npu_shim.doctor.render import render
-
-    assert "cuda; judged as on an npu host (--device npu)" in render(report)
+    report, text, _ = doctor_over(answer, monkeypatch, device="npu")
+    assert (report["status"], report["exit_code"]) == ("problem", 1)
+    assert "cuda; judged as on an npu host (--device npu)" in text
 
 
 def test_a_device_the_doctor_cannot_assume_is_refused_with_its_usage(tmp_path):
