@@ -33,6 +33,9 @@ sys.path.insert(0, str(ROOT / "tests" / "matrix"))  # probe.py: runs verl under 
 import probe  # noqa: E402
 import train_probe  # noqa: E402
 
+from npu_shim.catalogue import FIXES  # noqa: E402  (by its full name: reading the catalogue activates nothing here)
+from npu_shim.patcher import APPLIED  # noqa: E402
+
 STEPS = 3
 GIVEN = probe.ENGINE_CASES["defaults"]  # the actor's override_transformer_config in probe.py's builds
 WIDTH = 120
@@ -247,6 +250,31 @@ def wrapped(text: str, indent: str = "") -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=" " * len(indent) + "  ")
 
 
+def fix_lines(outcomes: list[dict[str, str]]) -> list[str]:
+    """Every fix of npu_shim's catalogue, in its order, from the ``outcomes`` of one process with the shim: each
+    applied one with what the shim said of it, then the others by verdict, then those it never judged there (a fix
+    is judged when the module it watches is imported, and that process imported none of theirs)."""
+    said = {outcome["fix"]: outcome for outcome in outcomes}
+    lines: list[str] = []
+    others: dict[str, list[str]] = {}
+    unjudged: list[str] = []
+    for fix in FIXES:
+        outcome = said.get(fix.name)
+        if outcome is None:
+            unjudged.append(f"{fix.name} (watches {fix.watches})")
+        elif outcome["verdict"] == APPLIED:
+            lines += wrapped(f"{fix.name}: {outcome['reason']}", "  ")
+        else:
+            others.setdefault(outcome["verdict"], []).append(fix.name)
+    for verdict, names in others.items():
+        lines += wrapped(f"{verdict} here: {', '.join(names)}", "  ")
+    if unjudged:
+        lines += wrapped(
+            f"not judged here (nothing in the build imported what it watches): {', '.join(unjudged)}", "  "
+        )
+    return lines
+
+
 def render(results: dict[str, Reports]) -> list[str]:
     """The report, no line over WIDTH columns."""
     reports = {run: [report for phase in results.values() for report in phase[run]] for run in RUNS}
@@ -273,14 +301,8 @@ def render(results: dict[str, Reports]) -> list[str]:
             seen.add(text)
             lines += wrapped(text, f"  {run + ' npu_shim:':<18}")
         shown[key] = {run: outcomes[run][1] for run in RUNS}
-    fixes: dict[str, list[dict[str, str]]] = {}
-    for outcome in results["build"]["with"][0].get("outcomes", []):
-        fixes.setdefault(outcome["verdict"], []).append(outcome)
     lines += ["", "npu_shim's fixes on this verl, in its own words:"]
-    for outcome in fixes.pop("applied", []):
-        lines += wrapped(f"{outcome['fix']}: {outcome['reason']}", "  ")
-    for verdict, outcomes in fixes.items():
-        lines += wrapped(f"{verdict} here: {', '.join(outcome['fix'] for outcome in outcomes)}", "  ")
+    lines += fix_lines(results["build"]["with"][0].get("outcomes", []))
     held = claims(shown, activated)
     shown_claims = "; ".join(claim for claim, ok in held if ok) or "none of what it set out to"
     lines += ["", *wrapped(f"Shown on verl {versions}: {shown_claims}.")]

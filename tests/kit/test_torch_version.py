@@ -4,14 +4,17 @@ reports a version that follows the installed torch, as a real torch_npu's does."
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 from helpers import clean_env, run_in_session
 
-from simulated_npu import simulated_npu_env
+from simulated_npu import SIMULATED_DIR, simulated_npu_env
 
 CHILD = Path(__file__).with_name("torch_version_child.py")
 AUTOLOAD_CHILD = Path(__file__).with_name("autoload_refusal_child.py")
@@ -48,6 +51,26 @@ def test_compute_mode_refuses_a_torch_it_is_not_tested_on(other):
     assert kind == "RuntimeError"
     assert f"{SUPPORTED}; this is torch {other}" in message
     assert "Install torch 2.10.x or 2.13.x, or set NPU_SHIM_SIM_ANY_TORCH=1" in message
+
+
+def version_check() -> ModuleType:
+    """The stand-in's version check (standard library only), from the kit installed here, torch_npu not imported."""
+    spec = importlib.util.spec_from_file_location(
+        "torch_version_check", Path(SIMULATED_DIR, "torch_npu", "_torch_version.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# A real torch_npu is built for one torch release and refuses the others: the stand-in refuses every patch release of
+# a torch it is not tested on, not only the first (the kit's metadata says the same: tests/unit/test_distributions.py).
+@pytest.mark.parametrize("other", ["2.11.0", "2.11.3", "2.11.9+cpu", "2.12.0", "2.12.1", "2.12.9+cu128"])
+def test_every_patch_release_of_an_untested_torch_is_refused(monkeypatch, other):
+    monkeypatch.delenv("NPU_SHIM_SIM_ANY_TORCH", raising=False)
+    gate = version_check()
+    with pytest.raises(gate.UnsupportedTorch, match=re.escape(f"{SUPPORTED}; this is torch {other}.")):
+        gate.check(other)
 
 
 def test_where_torch_loads_the_kit_the_refusal_is_the_last_line_not_torchs_autoload_error():

@@ -104,6 +104,8 @@ def test_the_kits_metadata_states_the_torch_it_supports(kit_wheel):
         assert admitted.contains(f"{major}.{minor}.0+cpu", prereleases=False)
     for untested in ("2.9.1", "2.11.0", "2.12.0", "2.14.0", "3.0.0"):
         assert not admitted.contains(untested), untested
+    for patch in ("2.11.1", "2.11.3", "2.11.9", "2.12.1", "2.12.9"):  # every one, as a real torch_npu refuses them
+        assert not admitted.contains(patch) and not admitted.contains(f"{patch}+cpu", prereleases=False), patch
     assert metadata["Name"] == "simulated-npu"
     assert "npu-shim" not in " ".join(metadata.get_all("Requires-Dist")), "the kit needs nothing of the shim"
     assert "License :: OSI Approved :: Apache Software License" in metadata.get_all("Classifier")

@@ -76,6 +76,22 @@ def test_a_log_level_it_cannot_read_is_reported_once_and_the_line_still_shows(sy
     ]
 
 
+# The application sets a level on logger npu_shim before verl is imported (when the shim sets its own): where
+# NPU_SHIM_LOG_LEVEL is set, the variable wins; where it is not, the application's level stays.
+@pytest.mark.parametrize(
+    ("application", "variable", "shown"),
+    [("WARNING", "INFO", True), ("DEBUG", "WARNING", False), ("WARNING", None, False)],
+)
+def test_npu_shim_log_level_wins_over_a_level_the_application_set(synthetic, run_with, application, variable, shown):
+    code = (
+        f"import logging\nlogging.getLogger('npu_shim').setLevel(logging.{application})\nimport verl.workers.engine\n"
+    )
+    env = {} if variable is None else {"NPU_SHIM_LOG_LEVEL": variable}
+    run = run_with(code, synthetic("0.7.1"), env=env)
+    assert run.stderr.splitlines() == ([changed_line(CHANGED_0_7_1)] if shown else [])
+    assert applied(run.report) == CHANGED_0_7_1
+
+
 def test_a_fix_named_in_npu_shim_disabled_fixes_is_not_applied_and_the_others_are(synthetic, run_with):
     env = {"NPU_SHIM_DISABLED_FIXES": "value_engine"}
     run = run_with("import verl.workers.engine\n", synthetic("0.7.1"), env=env)
