@@ -652,6 +652,12 @@ MUTATIONS = [
         old='"torch>=2.10,<2.14,!=2.11.*,!=2.12.*"',
         new='"torch>=2.10,<2.14"',
     ),
+    Mutation(
+        "distributions: the shim's build backend runs setuptools in the checkout, not in a copy of it",
+        "build_backend/out_of_tree.py:_out_of_tree",
+        old="            os.chdir(copy)\n",
+        new="            os.chdir(source)\n",
+    ),
     # --- the CLI ---
     Mutation(
         "cli: a command's unknown option told with the top-level usage",

@@ -29,14 +29,14 @@ SHIM_VIA = (
 def shim_source(directory: Path) -> Path:
     """What building the shim's distribution reads, copied to ``directory``: what to pip-install from.
 
-    Never the checkout itself: pip builds in the source tree and setuptools leaves ``npu_shim.egg-info`` there, whose
-    entry points every process with the checkout on PYTHONPATH would then see (verl >= 0.9.0 would load the shim's
-    ``verl.plugins`` entry point in every test that puts the checkout on PYTHONPATH)."""
+    The build backend (build_backend/out_of_tree.py) leaves the checkout alone, npu_shim.egg-info included, whose
+    entry points every process with the checkout on PYTHONPATH would see (test_distributions holds it to that); the
+    tests install these files alone all the same, whatever else lies in the checkout."""
     source = directory / "npu-shim-source"
     source.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "MANIFEST.in", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
-    for folder in ("npu_shim", "npu_shim_bootstrap"):
+    for folder in ("npu_shim", "npu_shim_bootstrap", "build_backend"):
         shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     return source
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 import ast
 import email
 import email.message
+import os
 import re
 import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, clean_env, lacking
 from pip._vendor.packaging.specifiers import SpecifierSet  # the unit environment has no packaging of its own
 
 KIT = ROOT / "kit"
@@ -36,17 +38,96 @@ def _metadata(dist_info: Path) -> email.message.Message:
     return email.message_from_bytes((dist_info / "METADATA").read_bytes())
 
 
-def test_the_shims_distribution_declares_its_licence_and_the_packages_version(installed_shim):
-    _, site = installed_shim
+def _version() -> str:
+    """The package's version, as npu_shim/settings.py writes it."""
     source = (ROOT / "npu_shim" / "settings.py").read_text(encoding="utf-8")
     (version,) = re.findall(r'^VERSION = "(.+)"', source, re.M)
+    return version
+
+
+def test_the_shims_distribution_declares_its_licence_and_the_packages_version(installed_shim):
+    _, site = installed_shim
     (dist_info,) = site.glob("npu_shim-*.dist-info")
     metadata = _metadata(dist_info)
-    assert metadata["Version"] == version  # pyproject.toml reads the package's __version__: one place
+    assert metadata["Version"] == _version()  # pyproject.toml reads the package's __version__: one place
     assert "License :: OSI Approved :: Apache Software License" in metadata.get_all("Classifier")
     assert metadata["License"] == "Apache-2.0" or metadata["License-Expression"] == "Apache-2.0"
     shipped_licence = [path for path in dist_info.rglob("LICENSE*") if path.is_file()]
     assert [path.read_bytes() for path in shipped_licence] == [(ROOT / "LICENSE").read_bytes()]
+
+
+def _checkout_files() -> list[str]:
+    """The checkout's files: those git tracks or would (not what it ignores); where there is no git, every file of a
+    copy that holds those alone (scripts/mutations.py runs the tests in one)."""
+    if not (ROOT / ".git").exists():
+        return [path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*") if path.is_file() or path.is_symlink()]
+    if shutil.which("git") is None:
+        lacking("no git on PATH to list the checkout's files")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    ).stdout.decode()
+    # a tracked file deleted in the worktree is not there to copy
+    return [name for name in listed.split("\0") if name and os.path.lexists(ROOT / name)]
+
+
+@pytest.fixture
+def read_only_checkout(tmp_path: Path) -> Iterator[Path]:
+    """The checkout's files copied and made read-only (chmod -R a-w), as Docker's ``RUN --mount=type=bind`` gives a
+    checkout to ``pip install``; writable again afterwards."""
+    checkout = tmp_path / "checkout"
+    for name in _checkout_files():
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, checkout / name, follow_symlinks=False)  # the root's sitecustomize.py stays a link
+    paths = [path for path in [checkout, *checkout.rglob("*")] if not path.is_symlink()]
+    for path in paths:
+        path.chmod(path.stat().st_mode & ~0o222)
+    yield checkout
+    for path in paths:
+        path.chmod(path.stat().st_mode | 0o200)
+
+
+def _state(tree: Path) -> dict[str, tuple[int, int]]:
+    """Every path in ``tree`` with its size and modification time: what any write there (a folder's too) changes."""
+    return {
+        path.relative_to(tree).as_posix(): (path.lstat().st_size, path.lstat().st_mtime_ns) for path in tree.rglob("*")
+    }
+
+
+def test_an_offline_pip_install_from_a_read_only_checkout_writes_nothing_into_it(read_only_checkout, tmp_path):
+    """``pip install --no-build-isolation --no-index <checkout>`` (the build backend, build_backend/out_of_tree.py,
+    builds from a copy) works, leaves the checkout as it was, and installs a shim that runs. Root writes through
+    ``a-w``: the comparison of the checkout before and after is what holds there, with Python's bytecode of the build
+    backend kept out (PYTHONDONTWRITEBYTECODE), as a truly read-only checkout gets none."""
+    before = _state(read_only_checkout)
+    target = tmp_path / "target"
+    offline = ["--no-build-isolation", "--no-index", "--no-deps"]
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", *offline, "--target", str(target), str(read_only_checkout)],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    after = _state(read_only_checkout)
+    assert sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path)) == []
+    # the console script pip wrote (its first line names this interpreter), reading the package from the install
+    installed = subprocess.run(
+        [str(target / "bin" / "npu-shim"), "--version"],
+        env=clean_env([target]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert (installed.returncode, installed.stdout, installed.stderr) == (0, f"npu-shim {_version()}\n", "")
+    assert (target / "npu_shim" / "known_code.json").is_file() and (target / "npu_shim_bootstrap").is_dir()
 
 
 @pytest.fixture(scope="module")
