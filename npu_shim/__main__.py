@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         # raw: the example is a command to copy, which the default formatter would break inside a word
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Print the directory to put on PYTHONPATH so that every interpreter activates the shim, e.g.\n\n"
-        "  export PYTHONPATH=$(python -m npu_shim bootstrap-dir):$PYTHONPATH",
+        '  export PYTHONPATH="$(python -m npu_shim bootstrap-dir):$PYTHONPATH"',
     )
     doctor = commands.add_parser(
         "doctor",

@@ -60,11 +60,17 @@ def disabled_fixes(known: "list[str]") -> "frozenset[str]":
     named = names_of_disabled_fixes()
     unknown = sorted(named.difference(known))
     if unknown:
+        import difflib  # not at start-up
+
+        nearest = [difflib.get_close_matches(name, known, n=1) for name in unknown]
         warn_once(
             f"unknown-fixes-{unknown}",
             "%s names no fix %s: ignored. The fixes are: %s",
             DISABLED_FIXES,
-            ", ".join(unknown),
+            ", ".join(
+                f"{name} (did you mean {near[0]}?)" if near else name
+                for name, near in zip(unknown, nearest, strict=True)
+            ),
             ", ".join(known),
         )
     return frozenset(named.intersection(known))

@@ -75,8 +75,6 @@ def _verl_lines(report: Report) -> list[tuple[str, str]]:
     lines.append(shim_line)
     if shim["disabled_fixes"] or shim["unknown_fixes"]:
         lines.append(("fixes off", _fixes_off(report)))
-    if report["layout"]["description"]:
-        lines.append(("layout", report["layout"]["description"]))
     device = _device_text(report)
     if report["engine_device"] not in (None, report["device"], report["assumed_device"]):
         device += f" (engines looked up for {report['engine_device']}: VERL_ENGINE_DEVICE)"

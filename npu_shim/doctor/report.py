@@ -54,7 +54,6 @@ def blank() -> Report:
         "torch_npu": None,  # {loaded, importable, version}
         # [{fix, verdict (npu_shim.patcher's, or "inactive"), reason, would ("inactive" only: "apply", or the verdict)}]
         "fixes": [],
-        "layout": {"id": None, "description": None},  # verl's engine package as the fixes found it (verl_state.LAYOUTS)
         "unrecognised": [],  # [{fix, breaks_critic}]: verdict (or would) "unrecognised"
         "needed_but_off": [],  # [{fix, breaks_critic}]: turned off, and this verl lacks the change
         "engine_device": None,  # the device the registry looks up (VERL_ENGINE_DEVICE on 0.9)

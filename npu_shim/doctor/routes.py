@@ -13,8 +13,6 @@ from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
 from npu_shim.settings import PACKAGE, VERL_MODULES, VERL_PLUGINS, VERL_PLUGINS_POLICY
 from npu_shim.watcher import names_npu_shim
 
-ROUTE_NAMES = ("PYTHONPATH", VERL_MODULES, VERL_PLUGINS)  # in the order they act: start-up, verl's modules, plugins
-
 
 def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[dict[str, Any]]:
     """Each PYTHONPATH entry, a relative one read against ``base`` (default: this process's working directory)."""
@@ -177,17 +175,11 @@ def judge(report: Report, options: dict[str, Any]) -> dict[str, Any]:
     from. A route that activated npu_shim works only where the shim is active: no line says "yes" beside "inactive"."""
     probe, shim = report["probe"], report["shim"]
     disabled = shim["disabled"]
-    routes = dict(
-        zip(
-            ROUTE_NAMES,
-            [
-                _pythonpath_route(probe, disabled, options.get("cwd")),
-                _verl_route(probe, report["verl"], disabled),
-                _plugin_route(probe, disabled, options.get("install_from")),
-            ],
-            strict=True,
-        )
-    )
+    routes = {
+        "PYTHONPATH": _pythonpath_route(probe, disabled, options.get("cwd")),
+        VERL_MODULES: _verl_route(probe, report["verl"], disabled),
+        VERL_PLUGINS: _plugin_route(probe, disabled, options.get("install_from")),
+    }  # in the order they act: start-up, verl's modules, its plugins
     for route in routes.values():
         if route["works"] and not shim["active"]:
             route.update(works=False, reason=f"it activated npu_shim, but {shim['reason']}")

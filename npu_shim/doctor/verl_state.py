@@ -17,16 +17,14 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import npu_shim
-from npu_shim import patcher
-from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, declared_functions, fix_names
+from npu_shim.catalogue import FIXES, apply_module, critic_fails_without, fix_names
 from npu_shim.doctor import bridge_state, mindspeed_state, routes
 from npu_shim.doctor.bridge_state import error_text, import_or_failure
 from npu_shim.doctor.render import render
 from npu_shim.doctor.report import NOT_APPLICABLE, NOT_JUDGED, OK, PROBLEM, Report, blank, with_status
 from npu_shim.fixes import npu_smi_card
 from npu_shim.fixes.value_engine import read_layout
-from npu_shim.patcher import ENGINE_PACKAGE, MISSING, NATIVE, UNRECOGNISED, Outcome, Writer, is_ours
-from npu_shim.recognition import installed_verl_version
+from npu_shim.patcher import ALREADY_APPLIED, APPLIED, ENGINE_PACKAGE, MISSING, UNRECOGNISED, Outcome, Writer, is_ours
 from npu_shim.settings import DISABLED_FIXES, names_of_disabled_fixes, switch
 from npu_shim.watcher import found
 
@@ -34,17 +32,6 @@ logger = logging.getLogger("npu_shim")
 
 INACTIVE = "inactive"
 WOULD_APPLY = "apply"
-LAYOUTS = {
-    "0.6/0.7": "0.6/0.7: no value engine, LM engine repatches in __init__",
-    "pre-#6135 main": "pre-#6135 main (0.8.0.dev): no value engine, LM engine repatches in _init_device_mesh",
-    "release/v0.7.1": "release/v0.7.1 branch (verl's v0.7.1 Ascend image): no value engine, "
-    "LM engine repatches in _init_device_mesh (#5700) and forces use_flash_attn=True",
-    "0.8.0": "0.8.0: verl's own MindSpeed value engine; _mindspeed_repatch predates #6674 (batch-invariant attention)",
-    "native": "native (>= 0.9): verl's engine package has every engine change npu_shim carries",
-    "no keyed registry": "no keyed registry (< 0.6): nothing to fix",
-    "no mindspeed engine": "no MindSpeed engine: verl's MindSpeed engine module did not import",
-    "unrecognised": "unrecognised: no value engine, and an LM engine npu_shim does not know",
-}
 # The probe's device_assumed (standard library, in probe.py): look verl's engines up for a device.
 Assume = Callable[[str | None], AbstractContextManager[Any]]
 
@@ -116,7 +103,7 @@ def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str
         if shim["active"]:
             rows.append({"fix": fix.name, "verdict": outcome.verdict, "reason": outcome.reason, "would": None})
         else:
-            would = WOULD_APPLY if outcome.verdict == patcher.APPLIED else outcome.verdict
+            would = WOULD_APPLY if outcome.verdict == APPLIED else outcome.verdict
             rows.append({"fix": fix.name, "verdict": INACTIVE, "reason": f"{shim['reason']}; {outcome.reason}",
                          "would": would})  # fmt: skip
     return rows
@@ -134,20 +121,6 @@ def _judged_off(shim: dict[str, Any]) -> dict[str, str]:
             except Exception as error:
                 logger.debug("%s's judgement failed: %s", fix.name, error_text(error))
     return judged
-
-
-def _layout_id(found_by_fix: dict[str, str], registry: Any) -> str:
-    """verl's engine package as the engine fixes found it (``MISSING``: verl lacks the change)."""
-    lm_engine = found_by_fix.get("lm_engine_repatch")
-    if registry is None:
-        return "no keyed registry"
-    if found_by_fix.get("value_engine") == NATIVE:  # 0.8.0 and later: the repatch's code tells 0.8.0 apart
-        repatch = next(known for known in declared_functions() if known.fix == "mindspeed_line_repatch")
-        original = repatch.original(repatch.owner()) if repatch.owner() is not None else None
-        return "0.8.0" if original is not None and "0.8.0" in (repatch.releases(original) or []) else "native"
-    if lm_engine == NATIVE:  # both carry #5697 (the branch as its cherry-pick #5700): their versions tell them apart
-        return "release/v0.7.1" if installed_verl_version().startswith("0.7") else "pre-#6135 main"
-    return {UNRECOGNISED: "unrecognised", MISSING: "0.6/0.7"}.get(lm_engine, "no mindspeed engine")
 
 
 def _registry_rows(registry: Any) -> list[dict[str, Any]]:
@@ -252,20 +225,17 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
     layout = read_layout(engine_package)
     fixes, judged_off = _fixes(shim, import_errors), _judged_off(shim)
     verdicts = {row["fix"]: row["would"] or row["verdict"] for row in fixes}
-    lacking = (patcher.APPLIED, patcher.ALREADY_APPLIED, WOULD_APPLY)  # verl lacks the change the fix makes
-    lacks = {fix for fix, verdict in verdicts.items() if verdict in lacking}
-    layout_id = _layout_id({**verdicts, **dict.fromkeys(lacks, MISSING), **judged_off}, layout.registry)
     # VERL_ENGINE_DEVICE where this verl's get_engine_cls reads it (0.9)
     get_engine_cls = getattr(layout.registry, "get_engine_cls", None)
     code = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
     reads_it = code is not None and "VERL_ENGINE_DEVICE" in code.co_consts
     gaps = [row["fix"] for row in fixes if UNRECOGNISED in (row["verdict"], row["would"])]
     off = [fix for fix, verdict in judged_off.items() if verdict == MISSING]
-    ipc = "npu" in (device, assumed_device) and npu_smi_card.NAME in lacks
+    # where this verl lacks the change npu_smi_card makes: the decision it makes for the rollout
+    ipc = "npu" in (device, assumed_device) and verdicts[npu_smi_card.NAME] in (APPLIED, ALREADY_APPLIED, WOULD_APPLY)
     report.update(
         mindspeed_state.offer(report, layout),
         fixes=fixes,
-        layout={"id": layout_id, "description": LAYOUTS[layout_id]},
         unrecognised=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in gaps],
         needed_but_off=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in off],
         bridge=bridge_state.bridge_state(),

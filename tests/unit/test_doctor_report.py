@@ -12,12 +12,13 @@ import npu_shim.doctor
 from npu_shim.doctor.render import render
 from npu_shim.doctor.report import EXIT_CODES, blank, with_status
 
-# The keys `npu-shim doctor --json` has printed since 0.1.0 (0.2.0 added five of them, 0.4.0 "problems").
+# The keys `npu-shim doctor --json` has printed since 0.1.0 (0.2.0 added five of them; after 0.3.0 "problems"
+# came and "layout", which restated the fixes' verdicts, went).
 KEYS = {
     "status", "exit_code", "error", "problems", "npu_shim_version", "probed_in", "probe", "routes", "megatron_adaptor",
     "device", "assumed_device", "value_model_megatron_resolves", "value_model_megatron_class",
     "value_model_megatron_error", "rollout_ipc",
-    "verl", "shim", "torch_npu", "fixes", "layout", "unrecognised", "mindspeed", "bridge", "engine_device",
+    "verl", "shim", "torch_npu", "fixes", "unrecognised", "mindspeed", "bridge", "engine_device",
     "registry", "needed_but_off", "mindspeed_installed", "megatron_adaptor_installed",
     "transformer_engine_installed", "mindspeed_import_error", "mindspeed_adaptor_has_repatch",
     "transformer_engine_import_error",

@@ -130,9 +130,12 @@ def test_an_unknown_fix_name_is_reported_once_with_the_names_and_ignored(synthet
         "for _ in range(2):\n"
         "    apply_module(sys.modules['verl.workers.engine'], Writer()).clear()\n"
     )
-    env = {"NPU_SHIM_DISABLED_FIXES": "value_engin,value_engine"}
+    env = {"NPU_SHIM_DISABLED_FIXES": "value_engin,value_engine,no_such_thing"}
     run = run_with(code, synthetic("0.7.1"), env=env)
-    warning = f"NPU_SHIM_DISABLED_FIXES names no fix value_engin: ignored. The fixes are: {', '.join(fix_names())}"
+    warning = (  # the nearest known name of a misspelt one, none for a name near no fix's
+        "NPU_SHIM_DISABLED_FIXES names no fix no_such_thing, value_engin (did you mean value_engine?): ignored. "
+        f"The fixes are: {', '.join(fix_names())}"
+    )
     assert run.stderr.count("names no fix") == 1, run.stderr
     assert warning in run.stderr.splitlines()
     assert run.report["outcomes"]["value_engine"][0] == "disabled"  # the name it knows is still honoured
