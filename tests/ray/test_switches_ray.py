@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, clean_env, run_in_session
+from helpers import ROOT, assert_consistent, clean_env, run_in_session
 
 DRIVER = Path(__file__).with_name("switches_driver_child.py")
 VERL = importlib.metadata.version("verl")
@@ -83,6 +83,8 @@ def test_the_log_level_hides_the_line_in_its_worker_only(cluster):
 def test_the_doctor_judges_a_worker_without_an_npu_as_on_an_npu_host_when_asked(cluster):
     report, _ = cluster
     plain, assumed = report["doctor"], report["doctor_npu"]
+    assert_consistent(plain["report"])
+    assert_consistent(assumed["report"])
     assert (plain["exit"], plain["report"]["status"]) == (0, "not judged")
     assert plain["report"]["device"] == "cpu"
     assert (assumed["exit"], assumed["report"]["status"]) == (0, "ok")

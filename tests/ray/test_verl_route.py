@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, clean_env, run_in_session
+from helpers import ROOT, assert_consistent, clean_env, run_in_session
 
 from simulated_npu import SIMULATED_DIR
 
@@ -64,6 +64,8 @@ def test_verl_imports_the_shim_in_workers_and_the_doctor_reports_a_new_jobs_work
     assert "within 1 s" in result["hurried"]["error"], result["hurried"]["error"]
 
     doctor = result["doctor"]
+    assert_consistent(doctor)
+    assert_consistent(result["hurried"])
     assert doctor["probed_in"].startswith("a Ray worker of the cluster at ")
     assert doctor["probe"]["pid"] not in (result["pid"], result["driver_pid"])
     assert doctor["device"] == "npu"
