@@ -49,10 +49,10 @@ def package_folder(package: ModuleType | None) -> str | None:  # which verl or M
     return os.path.dirname(os.path.abspath(file)) if file else None
 
 
-def adaptor_order(activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> dict[str, Any]:
-    """MegatronAdaptor before Megatron here: only a shim active from start-up imports it at Megatron's first import.
-    ``megatron_at_adaptor``: the Megatron modules imported when the probe first looked for it (None: it never did)."""
-    installed = found(watcher.ADAPTOR)
+def adaptor_order(installed: bool, activated_at_start: str | None, megatron_at_adaptor: list[str] | None) -> dict:
+    """MegatronAdaptor (``installed`` or not) before Megatron here: only a shim active from start-up imports it at
+    Megatron's first import. ``megatron_at_adaptor``: the Megatron modules imported when the probe first looked for it
+    (None: it never did)."""
     megatron = watcher.megatron_modules()
     if not installed or not megatron:
         first = None

@@ -41,7 +41,8 @@ def answer(start: dict[str, Any], order: Any, options: dict[str, Any], assume: A
     verl``; ``order``: its MegatronOrder; ``options``: the doctor's (``npu_shim.doctor.probe_options``)."""
     report = collect(start["verl_import_error"], options.get("device"), assume)
     start = {**start, "pythonpath_entries": routes.pythonpath_entries(start["environment"].get("PYTHONPATH"))}
-    adaptor = mindspeed_state.adaptor_order(start["activated_at_start"], order.at_adaptor)
+    installed = report["megatron_adaptor_installed"]
+    adaptor = mindspeed_state.adaptor_order(installed, start["activated_at_start"], order.at_adaptor)
     report = {**report, "probe": start, "megatron_adaptor": adaptor, "probed_in": options.get("probed_in")}
     report = {**report, "routes": routes.judge(report, options), "npu_shim_version": npu_shim.__version__}
     why = problems(report, options)
