@@ -677,7 +677,7 @@ MUTATIONS = [
         old="    before = _shim_state()\n",
         new="    before = _AT_START = _shim_state()\n",
     ),
-    # --- the doctor (npu_shim/doctor/*, being rewritten: these may go stale) ---
+    # --- the doctor (npu_shim/doctor/*) ---
     Mutation(
         "distributions: the doctor reads the kit's mark instead of torch_npu's version",
         "npu_shim/doctor/verl_state.py:_torch_npu",
@@ -686,23 +686,41 @@ MUTATIONS = [
     ),
     Mutation(
         "doctor: a verl.workers.engine that fails to import left unjudged (status ok)",
-        "npu_shim/doctor/verl_state.py:_judge",
-        old="not report.value_model_megatron_resolves",
-        new="(report.layout.id is not None and not report.value_model_megatron_resolves)",
+        "npu_shim/doctor/verl_state.py:problems",
+        old='    if not report["value_model_megatron_resolves"]:\n',
+        new='    if report["registry"] and not report["value_model_megatron_resolves"]:\n',
     ),
     Mutation(
         "doctor: an unrecognised fix without which the critic fails left out of the status",
-        "npu_shim/doctor/verl_state.py:_judge",
-        old="[*report.unrecognised, *report.needed_but_off]",
-        new="report.needed_but_off",
+        "npu_shim/doctor/verl_state.py:problems",
+        old='[*report["unrecognised"], *report["needed_but_off"]]',
+        new='report["needed_but_off"]',
     ),
     Mutation(
         "doctor: a fix the critic needs, turned off, left out of the status",
-        "npu_shim/doctor/verl_state.py:_judge",
-        old="[*report.unrecognised, *report.needed_but_off]",
-        new="report.unrecognised",
+        "npu_shim/doctor/verl_state.py:problems",
+        old='[*report["unrecognised"], *report["needed_but_off"]]',
+        new='report["unrecognised"]',
         survives_because="no synthetic layout has a fix a critic needs (megatron_critic is real 0.7.1's code): "
         "tests/matrix/test_doctor.py::test_a_fix_a_critic_needs_turned_off_is_a_problem_the_doctor_names kills it",
+    ),
+    Mutation(
+        "doctor: --device npu where verl is not installed is not applicable again (exit 0)",
+        "npu_shim/doctor/verl_state.py:problems",
+        old='"verl is not installed here (--device npu)"] if report["assumed_device"] == "npu" else why',
+        new='"verl is not installed here (--device npu)"] if False else why',
+    ),
+    Mutation(
+        "doctor: no MindSpeed where verl looks up NPU engines is ok",
+        "npu_shim/doctor/verl_state.py:problems",
+        old='    if not report["mindspeed_installed"]:\n',
+        new="    if False:\n",
+    ),
+    Mutation(
+        "doctor: --strict and NPU_SHIM_STRICT=1 ignored for a name that is no fix's",
+        "npu_shim/doctor/verl_state.py:problems",
+        old='    if shim["unknown_fixes"] and (options.get("strict") or switch("NPU_SHIM_STRICT")):\n',
+        new="    if False:\n",
     ),
     Mutation(
         "doctor: a hook that failed while patching reported as one that has not run",
@@ -725,10 +743,16 @@ MUTATIONS = [
         new="    if False:\n",
     ),
     Mutation(
+        "doctor: a Megatron-Bridge without what the images install beside it told to install Megatron-Bridge",
+        "npu_shim/doctor/bridge_state.py:meaning",
+        old='        ways_out = f"pip install {shlex.quote(package)}, or {VANILLA}"\n',
+        new="",
+    ),
+    Mutation(
         "doctor: --device npu not passed to the probe",
-        "npu_shim/doctor/__init__.py:probe_in_fresh_interpreter",
-        old='[sys.executable, "-c", source, shim_parent(), device or ""]',
-        new='[sys.executable, "-c", source, shim_parent(), ""]',
+        "npu_shim/doctor/__init__.py:probe_options",
+        old="device=device, strict=strict",
+        new="device=None, strict=strict",
     ),
     Mutation(
         "doctor: the assumed device not used for the registry's lookup",
@@ -738,9 +762,9 @@ MUTATIONS = [
     ),
     Mutation(
         "doctor: the lookup-only report ignores the assumed device in its status",
-        "npu_shim/doctor/__init__.py:collect",
-        old='(report.assumed_device or report.device) == "npu"',
-        new='report.device == "npu"',
+        "npu_shim/doctor/probe.py:_lookup_only",
+        old='(device or facts["device"]) == "npu"',
+        new='facts["device"] == "npu"',
     ),
     Mutation(
         "plugin: the doctor reads VERL_USE_EXTERNAL_PLUGINS set but empty as auto (verl loads none)",
@@ -755,18 +779,34 @@ MUTATIONS = [
         new='names != "none"',
     ),
     Mutation(
+        "plugin: the doctor tells users to install npu-shim from an index that does not have it",
+        "npu_shim/doctor/routes.py:_plugin_route",
+        old="{shlex.quote(install_from)}",
+        new="npu-shim",
+    ),
+    Mutation(
+        "routes: a suggested PYTHONPATH entry printed unquoted",
+        "npu_shim/doctor/routes.py:export_pythonpath",
+        old="{shlex.quote(entry)}",
+        new="{entry}",
+    ),
+    Mutation(
         "routes: a route not set up, while another works, still told to be set up",
         "npu_shim/doctor/routes.py:judge",
-        old="        if effective not in (None, name) and not route.configured:\n",
+        old='        if effective not in (None, name) and not route["configured"]:\n',
         new="        if False:\n",
     ),
     Mutation(
-        "report: a field written under its Python name, not its JSON key (the registry's class, the routes' names)",
-        "npu_shim/doctor/report.py:to_json",
-        source="""
-        def to_json(value: Any) -> dict[str, Any]:
-            return dataclasses.asdict(value)
-        """,
+        "routes: a route that activated a shim that then did nothing still says yes",
+        "npu_shim/doctor/routes.py:judge",
+        old='        if route["works"] and not shim["active"]:\n',
+        new="        if False:\n",
+    ),
+    Mutation(
+        "report: a key missing where nothing was read",
+        "npu_shim/doctor/report.py:blank",
+        old='        "rollout_ipc": None,',
+        new="",
     ),
     Mutation(
         "report: a problem exits 0",
@@ -775,10 +815,16 @@ MUTATIONS = [
         new="PROBLEM: 0,",
     ),
     Mutation(
-        "report: a probe report another npu_shim wrote (a key missing) ends the doctor in a traceback",
-        "npu_shim/doctor/__init__.py:collect",
-        old="    except ValueError as error:",
-        new="    except ZeroDivisionError as error:",
+        "report: a probe that ran another npu_shim release printed as the doctor's own judgement",
+        "npu_shim/doctor/__init__.py:main",
+        old="    if theirs not in (None, ours):",
+        new="    if False:",
+    ),
+    Mutation(
+        "settings: a misspelt fix name without the nearest known one",
+        "npu_shim/settings.py:disabled_fixes",
+        old='f"{name} (did you mean {near[0]}?)" if near else name',
+        new="name",
     ),
     # --- the kit (no torch in the unit layer: the named tests/kit tests kill these) ---
     Mutation(

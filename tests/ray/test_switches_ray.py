@@ -87,7 +87,11 @@ def test_the_doctor_judges_a_worker_without_an_npu_as_on_an_npu_host_when_asked(
     assert_consistent(assumed["report"])
     assert (plain["exit"], plain["report"]["status"]) == (0, "not judged")
     assert plain["report"]["device"] == "cpu"
-    assert (assumed["exit"], assumed["report"]["status"]) == (0, "ok")
+    # the lookup is made for npu and resolves; the worker lacks the kit, MindSpeed with it: a problem on an NPU host
+    assert (assumed["exit"], assumed["report"]["status"]) == (1, "problem")
+    assert assumed["report"]["problems"] == [
+        "MindSpeed is not installed: verl's Megatron engines run on an NPU through MindSpeed"
+    ]
     assert (assumed["report"]["device"], assumed["report"]["assumed_device"]) == ("cpu", "npu")
     assert assumed["report"]["value_model_megatron_class"].endswith(".MindspeedEngineWithValueHead")
     assert assumed["report"]["probed_in"].startswith("a Ray worker of the cluster at ")
