@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         # raw: the example is a command to copy, which the default formatter would break inside a word
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Print the directory to put on PYTHONPATH so that every interpreter activates the shim, e.g.\n\n"
-        '  export PYTHONPATH="$(python -m npu_shim bootstrap-dir):$PYTHONPATH"',
+        '  export PYTHONPATH="$(python -m npu_shim bootstrap-dir)${PYTHONPATH:+:$PYTHONPATH}"',
     )
     doctor = commands.add_parser(
         "doctor",
@@ -144,9 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             route = args.route or propagation.default_route(package_dir)
             emit(propagation.render(route, as_json=args.json, package_dir=package_dir))
         return 0
-    from npu_shim import doctor
+    from npu_shim.doctor import command
 
-    text, status = doctor.main(
+    text, status = command.main(
         as_json=args.json,
         ray_address=None if args.ray == "auto" else args.ray,
         use_ray=args.ray is not None,

@@ -60,20 +60,22 @@ def disabled_fixes(known: "list[str]") -> "frozenset[str]":
     named = names_of_disabled_fixes()
     unknown = sorted(named.difference(known))
     if unknown:
-        import difflib  # not at start-up
-
-        nearest = [difflib.get_close_matches(name, known, n=1) for name in unknown]
         warn_once(
             f"unknown-fixes-{unknown}",
             "%s names no fix %s: ignored. The fixes are: %s",
             DISABLED_FIXES,
-            ", ".join(
-                f"{name} (did you mean {near[0]}?)" if near else name
-                for name, near in zip(unknown, nearest, strict=True)
-            ),
+            ", ".join(with_nearest(name, known) for name in unknown),
             ", ".join(known),
         )
     return frozenset(named.intersection(known))
+
+
+def with_nearest(name: str, known: "list[str]") -> str:
+    """``name``, and the nearest of ``known`` if one is near: ``value_engin (did you mean value_engine?)``."""
+    import difflib  # not at start-up
+
+    nearest = difflib.get_close_matches(name, known, n=1)
+    return f"{name} (did you mean {nearest[0]}?)" if nearest else name
 
 
 def log_level() -> int:

@@ -745,12 +745,12 @@ MUTATIONS = [
     Mutation(
         "doctor: a Megatron-Bridge without what the images install beside it told to install Megatron-Bridge",
         "npu_shim/doctor/bridge_state.py:meaning",
-        old='        ways_out = f"pip install {shlex.quote(package)}, or {VANILLA}"\n',
+        old='        ways_out = f"{pip} {shlex.quote(package)}, or {VANILLA}"\n',
         new="",
     ),
     Mutation(
         "doctor: --device npu not passed to the probe",
-        "npu_shim/doctor/__init__.py:probe_options",
+        "npu_shim/doctor/command.py:probe_options",
         old="device=device, strict=strict",
         new="device=None, strict=strict",
     ),
@@ -816,14 +816,14 @@ MUTATIONS = [
     ),
     Mutation(
         "report: a probe that ran another npu_shim release printed as the doctor's own judgement",
-        "npu_shim/doctor/__init__.py:main",
-        old="    if theirs not in (None, ours):",
-        new="    if False:",
+        "npu_shim/doctor/probe.py:probe",
+        old="            if theirs != ours:\n",
+        new="            if False:\n",
     ),
     Mutation(
         "settings: a misspelt fix name without the nearest known one",
-        "npu_shim/settings.py:disabled_fixes",
-        old='f"{name} (did you mean {near[0]}?)" if near else name',
+        "npu_shim/settings.py:with_nearest",
+        old='f"{name} (did you mean {nearest[0]}?)" if nearest else name',
         new="name",
     ),
     # --- the kit (no torch in the unit layer: the named tests/kit tests kill these) ---

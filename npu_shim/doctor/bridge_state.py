@@ -72,16 +72,17 @@ def meaning(failure: dict[str, Any] | None) -> str | None:
     if failure is None:
         return None
     missing, beside = failure["missing"], " ".join(shlex.quote(package) for package in BESIDE_BRIDGE.values())
+    pip = f"{shlex.quote(sys.executable)} -m pip install"  # this interpreter's: the one verl's engines run in
     cause = f"`import {failure['module']}` fails: {failure['error']}"
     ways_out = (
-        f"install Megatron-Bridge and what verl's Ascend images install beside it (pip install --no-deps "
-        f"megatron-bridge && pip install {beside}), or {VANILLA}"
+        f"install Megatron-Bridge and what verl's Ascend images install beside it ({pip} --no-deps megatron-bridge "
+        f"&& {pip} {beside}), or {VANILLA}"
     )
     if missing in ("megatron.bridge", "megatron"):
         cause = "Megatron-Bridge is not installed"
     elif package := BESIDE_BRIDGE.get(missing) or BESIDE_BRIDGE.get((missing or "").partition(".")[0]):
         cause = f"Megatron-Bridge is installed but {cause}: verl's Ascend images install {package} beside it"
-        ways_out = f"pip install {shlex.quote(package)}, or {VANILLA}"
+        ways_out = f"{pip} {shlex.quote(package)}, or {VANILLA}"
     elif missing == "transformer_engine":  # Megatron-Bridge imports it unguarded; on an NPU: TENPU's name
         cause = (
             f"Megatron-Bridge is installed but {cause}: Transformer Engine is not installed (on an NPU: "
@@ -94,7 +95,7 @@ def meaning(failure: dict[str, Any] | None) -> str | None:
     if version is not None and version < OLDEST_MEGATRON_FOR_BRIDGE:
         oldest = ".".join(map(str, OLDEST_MEGATRON_FOR_BRIDGE))
         ways_out = (
-            f"{VANILLA}, with mbridge installed (pip install mbridge); Megatron-Bridge does not import beside "
+            f"{VANILLA}, with mbridge installed ({pip} mbridge); Megatron-Bridge does not import beside "
             f"megatron-core {version[0]}.{version[1]} (it needs {oldest} or later)"
         )
     return (

@@ -115,19 +115,20 @@ def offer(report: Report, layout: VerlLayout) -> dict[str, Any]:
         "context_parallel_wrapper": context_parallel_wrapper,
     }
     in_place = getattr(layout.mindspeed_impl, shared_repatch.UPSTREAM_NAME, None)
-    meaning = _mindspeed_meaning(mindspeed, tried, shims_repatch=in_place is shared_repatch.mindspeed_repatch)
+    shims_repatch = in_place is shared_repatch.mindspeed_repatch
+    meaning = _mindspeed_meaning(mindspeed, tried, shims_repatch) if report["mindspeed_installed"] else []
     return {**tried, "mindspeed": {**mindspeed, "meaning": meaning}}
 
 
-def _mindspeed_meaning(mindspeed: dict[str, Any], tried: dict[str, Any], *, shims_repatch: bool) -> list[str]:
+def _mindspeed_meaning(mindspeed: dict[str, Any], tried: dict[str, Any], shims_repatch: bool) -> list[str]:
     if tried["mindspeed_import_error"]:
         return [_import_failure(tried["mindspeed_import_error"])]
     if tried["transformer_engine_import_error"]:
         return [_transformer_engine_meaning(tried["transformer_engine_import_error"])]
     if tried["mindspeed_adaptor_has_repatch"]:
         return [f"no repatch bound by verl, though {MINDSPEED_ADAPTOR}.repatch imports here: {NO_CONFIG}"]
-    if not mindspeed["repatch_importable"]:  # MindSpeed absent, or a line whose adaptor has no repatch
-        return [f"no repatch (MindSpeed absent, or a line without it such as 2.1.0_core_r0.12.1): {NO_CONFIG}"]
+    if not mindspeed["repatch_importable"]:  # a line whose adaptor has no repatch
+        return [f"no repatch (a MindSpeed line without it, such as 2.1.0_core_r0.12.1): {NO_CONFIG}"]
     meaning = []
     if mindspeed["batch_invariant_attention"] is False:
         meaning.append(

@@ -19,6 +19,7 @@ from typing import Any
 WATCHER_GLOBAL = "npu_shim_waiting"  # npu_shim.settings.WAITING, read without importing npu_shim
 ENV_VARIABLES = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", "VERL_USE_EXTERNAL_PLUGINS", "NPU_SHIM_DISABLE")
 ENV_VARIABLES += ("NPU_SHIM_PROPAGATE", "NPU_SHIM_MEGATRON_ADAPTOR", "NPU_SHIM_DISABLED_FIXES", "NPU_SHIM_LOG_LEVEL")
+ENV_VARIABLES += ("NPU_SHIM_STRICT", "VERL_ENGINE_DEVICE")
 
 
 class MegatronOrder:
@@ -69,23 +70,26 @@ def _import_inactive(shim_parent: str | None) -> None:  # where start-up and ver
 @contextlib.contextmanager
 def device_assumed(device: str | None) -> Iterator[None]:
     """While it lasts, the module that defines verl's ``EngineRegistry`` answers ``device`` (None: what verl sees)
-    where it asks ``get_device_name()``; ``verl.utils.device.get_device_name()`` still says what verl sees."""
+    where it asks ``get_device_name()``, and VERL_ENGINE_DEVICE (which verl 0.9 reads first) is unset;
+    ``verl.utils.device.get_device_name()`` still says what verl sees."""
     registry = getattr(sys.modules.get("verl.workers.engine"), "EngineRegistry", None)
     module = sys.modules.get(getattr(registry, "__module__", ""))
     seen = getattr(module, "get_device_name", None)
     if device is None or seen is None:
         yield
         return
-    module.get_device_name = lambda: device
+    module.get_device_name, engine_device = (lambda: device), os.environ.pop("VERL_ENGINE_DEVICE", None)
     try:
         yield
-    finally:
-        module.get_device_name = seen  # a Ray worker lives on
+    finally:  # a Ray worker lives on
+        module.get_device_name = seen
+        if engine_device is not None:
+            os.environ["VERL_ENGINE_DEVICE"] = engine_device
 
 
 def probe(options: dict[str, Any]) -> dict[str, Any]:
-    """``{"report": ..., "text": ...}`` from here. ``options``: the doctor's (``npu_shim.doctor.probe_options``); where
-    npu_shim is not importable here, only the report's keys this file reads itself (the doctor renders them)."""
+    """``{"report": ..., "text": ...}`` from here; ``options``: ``command.probe_options``'s. Where npu_shim's report
+    code of the doctor's release does not load here, only the keys this file reads itself (the doctor renders them)."""
     sitecustomize = sys.modules.get("sitecustomize")
     start: dict[str, Any] = dict(  # the report's "probe"
         python=sys.executable,
@@ -112,11 +116,17 @@ def probe(options: dict[str, Any]) -> dict[str, Any]:
         try:
             if "npu_shim" not in sys.modules:
                 _import_inactive(options.get("shim_parent"))
-            from npu_shim.doctor import verl_state
+            # The one comparison of versions: another release's report code may judge otherwise, or not answer
+            theirs, ours = getattr(sys.modules["npu_shim"], "__version__", None), options.get("version")
+            if theirs != ours:
+                raise ImportError(f"this interpreter's npu_shim is {theirs}, the doctor's {ours}")
+            from npu_shim.doctor.verl_state import answer
         except Exception as error:
-            start["report_error"] = f"npu_shim is not importable here ({type(error).__name__}: {error})"
+            missing = "npu_shim" not in sys.modules
+            where = "npu_shim is not importable here" if missing else "npu_shim's report code did not load here"
+            start["report_error"] = f"{where} ({type(error).__name__}: {error})"
             return {"report": _lookup_only(start, options)}
-        return verl_state.answer(start, order, options, device_assumed)
+        return answer(start, order, options, device_assumed)
     finally:
         sys.meta_path.remove(order)  # a Ray worker lives on
 

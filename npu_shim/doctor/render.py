@@ -3,11 +3,10 @@ function of the report's JSON: the probe renders what it judged, and the doctor 
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from npu_shim.doctor.report import NOT_JUDGED, Report
-from npu_shim.settings import DISABLED_FIXES
+from npu_shim.settings import DISABLED_FIXES, with_nearest
 
 # What an inactive shim would do to a fix, in words ("inactive (would apply)").
 WOULD = {"apply": "would apply", "native": "verl has it", "not applicable": "nothing to do here"}
@@ -33,7 +32,7 @@ def _probe_lines(report: Report) -> list[tuple[str, str]]:
         if name != "effective":  # not needed: another route gives it
             answer = "" if not route["needed"] else "yes: " if route["works"] else "no: "
             lines.append((f"{name} route", answer + route["reason"]))
-    return [*lines, ("report", probe["report_error"])] if probe["report_error"] else lines
+    return lines  # a report_error is the report's error, its own line
 
 
 def _repatch_text(report: Report) -> str:
@@ -53,8 +52,7 @@ def _fixes_off(report: Report) -> str:
     if shim["unknown_fixes"]:
         known = [row["fix"] for row in report["fixes"]]
         for name in shim["unknown_fixes"]:
-            nearest = difflib.get_close_matches(name, known, n=1)
-            off += f"; no fix is named {name}{f' (did you mean {nearest[0]}?)' if nearest else ''}: ignored"
+            off += f"; no fix is named {with_nearest(name, known)}: ignored"
         off += f" (the fixes: {', '.join(known)})"
     return off
 
@@ -62,19 +60,20 @@ def _fixes_off(report: Report) -> str:
 def _verl_lines(report: Report) -> list[tuple[str, str]]:
     verl, shim, mindspeed, torch_npu = report["verl"], report["shim"], report["mindspeed"], report["torch_npu"]
     shim_line = ("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}")
-    if verl["installed"] and not verl["importable"]:
-        # Nothing past `import verl` was read: no device, fixes or MindSpeed to report, only what it means.
-        return [("verl", f"installed, but {report['value_model_megatron_error']}"), shim_line]
     if verl["importable"]:
         lines = [
             ("verl", f"{verl['version']} ({verl['path']})"),
-            *([("verl error", verl["error"])] * bool(verl["error"])),
+            *[("verl error", verl["error"])] * bool(verl["error"]),
         ]
+    elif verl["installed"]:
+        lines = [("verl", f"installed, but {report['value_model_megatron_error']}")]
     else:
         lines = [("verl", f"not installed ({verl['error']}): npu_shim has nothing to do")]
     lines.append(shim_line)
     if shim["disabled_fixes"] or shim["unknown_fixes"]:
         lines.append(("fixes off", _fixes_off(report)))
+    if not verl["importable"]:  # nothing past `import verl` was read: no device, fixes or MindSpeed to report
+        return lines
     device = _device_text(report)
     if report["engine_device"] not in (None, report["device"], report["assumed_device"]):
         device += f" (engines looked up for {report['engine_device']}: VERL_ENGINE_DEVICE)"
@@ -118,8 +117,11 @@ def _adaptor_text(adaptor: dict[str, Any]) -> str:
 
 
 def _device_text(report: Report) -> str:
-    device, assumed = report["device"], report["assumed_device"]
-    return str(device) if assumed is None else f"{device}; judged as on an {assumed} host (--device {assumed})"
+    device, assumed = (
+        report["device"] or "unknown (verl.utils.device.get_device_name() failed)",
+        report["assumed_device"],
+    )
+    return device if assumed is None else f"{device}; judged as on an {assumed} host (--device {assumed})"
 
 
 def _resolution_text(report: Report) -> str:
@@ -131,10 +133,12 @@ def _resolution_text(report: Report) -> str:
 def _status_text(report: Report) -> str:
     why = report["problems"]
     if report["status"] == NOT_JUDGED:
-        why = [
-            f"verl looks up {report['engine_device']} engines here, not npu; run the doctor where the workers see an "
-            "NPU, or with --device npu"
-        ]
+        looks_up = (
+            f"verl looks up {report['engine_device']} engines here"
+            if report["engine_device"]
+            else ("verl's device could not be read here")
+        )
+        why = [f"{looks_up}, not npu; run the doctor where the workers see an NPU, or with --device npu"]
     status = f"{report['status']} (exit {report['exit_code']})"
     return f"{status}: {'; '.join(why)}" if why else status
 

@@ -9,7 +9,7 @@ import shlex
 from typing import Any
 
 from npu_shim.doctor.report import Report
-from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap
+from npu_shim.propagation import bootstrap_dir, is_npu_shim_bootstrap, verl_modules_runtime_env
 from npu_shim.settings import PACKAGE, VERL_MODULES, VERL_PLUGINS, VERL_PLUGINS_POLICY
 from npu_shim.watcher import names_npu_shim
 
@@ -25,8 +25,8 @@ def pythonpath_entries(pythonpath: str | None, base: str | None = None) -> list[
     return entries
 
 
-def export_pythonpath(entry: str) -> str:
-    return f'export PYTHONPATH={shlex.quote(entry)}:"$PYTHONPATH"'
+def export_pythonpath(entry: str) -> str:  # no trailing ":" where PYTHONPATH was empty: Python would add the cwd
+    return f'export PYTHONPATH={shlex.quote(entry)}"${{PYTHONPATH:+:$PYTHONPATH}}"'
 
 
 def _bootstrap_to_suggest(probe: dict[str, Any]) -> str:
@@ -111,12 +111,10 @@ def _verl_route(probe: dict[str, Any], verl: dict[str, Any], disabled: bool) -> 
     configured = names_npu_shim(named)
     works = configured and probe["activated_after_verl"] == VERL_MODULES and not failed
     if named and failed and names_at_fault(named, failed):
-        reason = (
-            f"import verl failed: {failed} (verl imports each comma-separated name of {VERL_MODULES}={named!r} "
-            "exactly as written)"
-        )
-    elif not configured:
-        reason = f"{VERL_MODULES} does not name npu_shim (export {VERL_MODULES}=npu_shim)"
+        reason = f"import verl failed on {VERL_MODULES}={named!r} (see verl)"
+    elif not configured:  # what verl_modules_runtime_env writes: the names set kept, blanks verl cannot import gone
+        value = verl_modules_runtime_env({"env_vars": {VERL_MODULES: named}} if named else None)["env_vars"]
+        reason = f"{VERL_MODULES} does not name npu_shim (export {VERL_MODULES}={shlex.quote(value[VERL_MODULES])})"
     elif works:
         reason = "import verl imported npu_shim, which activated"
     elif disabled:
@@ -124,7 +122,7 @@ def _verl_route(probe: dict[str, Any], verl: dict[str, Any], disabled: bool) -> 
     elif failed and not verl["installed"]:
         reason = f"set, but verl is not installed here: nothing to patch ({failed})"
     elif failed:
-        reason = f"import verl failed: {failed} (verl itself is broken here, shim or not)"
+        reason = "import verl fails (see verl): verl itself is broken here, shim or not"
     elif probe["activated_at_start"] is not None:
         reason = "set, but npu_shim was already activated at start-up"
     elif probe["npu_shim_origin"] is None:
@@ -162,7 +160,7 @@ def _plugin_route(probe: dict[str, Any], disabled: bool, install_from: str | Non
     elif disabled:
         reason = "installed, but NPU_SHIM_DISABLE is set"
     elif failed:
-        reason = f"installed, but import verl failed: {failed}"
+        reason = "installed, but import verl fails (see verl)"
     elif probe["activated_after_verl"] is not None:
         reason = f"installed; not needed here: npu_shim was already activated ({probe['activated_after_verl']})"
     else:

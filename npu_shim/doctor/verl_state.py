@@ -38,7 +38,7 @@ Assume = Callable[[str | None], AbstractContextManager[Any]]
 
 def answer(start: dict[str, Any], order: Any, options: dict[str, Any], assume: Assume) -> dict[str, Any]:
     """The probe's answer: the report, judged, and its text. ``start``: what probe.py read of start-up and ``import
-    verl``; ``order``: its MegatronOrder; ``options``: the doctor's (``npu_shim.doctor.probe_options``)."""
+    verl``; ``order``: its MegatronOrder; ``options``: the doctor's (``npu_shim.doctor.command.probe_options``)."""
     report = collect(start["verl_import_error"], options.get("device"), assume)
     start = {**start, "pythonpath_entries": routes.pythonpath_entries(start["environment"].get("PYTHONPATH"))}
     installed = report["megatron_adaptor_installed"]
@@ -50,7 +50,8 @@ def answer(start: dict[str, Any], order: Any, options: dict[str, Any], assume: A
     return {"report": report, "text": render(report)}
 
 
-def _shim_state() -> dict[str, Any]:
+def _shim_state(no_verl: str | None) -> dict[str, Any]:
+    """The shim here; ``no_verl``: why verl did not import (then an active shim has nothing to patch)."""
     via = npu_shim.activated_via()
     hook = sys.modules.get("npu_shim.hook")
     failure = getattr(hook, "failure", None)
@@ -61,6 +62,8 @@ def _shim_state() -> dict[str, Any]:
         reason = "disabled by NPU_SHIM_DISABLE"
     elif via is None:
         reason = "not activated: no sitecustomize of npu_shim ran, and importing verl did not import npu_shim"
+    elif no_verl:
+        reason = f"{no_verl}: nothing to patch"
     elif hook is None:  # what stopped it, found rather than guessed: no wrapt, or the error the hook's import raised
         no_wrapt = "wrapt" not in sys.modules and not found("wrapt")
         error = getattr(sys.modules.get("npu_shim.watcher"), "hook_import_error", None)
@@ -196,13 +199,11 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
     if verl is not None:  # what the fixes watch, as verl's workers import it (the hook judges each module then)
         watched = dict.fromkeys([ENGINE_PACKAGE, *(fix.watches for fix in FIXES)])
         imported = {module: import_or_failure(module) for module in watched}
-    shim = _shim_state()
+    installed = verl is not None or found("verl")
+    shim = _shim_state(None if verl else "import verl fails (see verl)" if installed else "verl is not installed")
     report.update(shim=shim, torch_npu=_torch_npu())
     if verl is None:
-        installed = found("verl")
         why = routes.import_failure_text(verl_import_error) if installed else "verl is not installed"
-        if shim["activated_via"] is not None:
-            shim["reason"] = f"{why}: nothing to patch"
         return {
             **report,
             "verl": dict(importable=False, installed=installed, version=None, path=None, error=verl_import_error),
@@ -216,11 +217,10 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
         verl=dict(importable=True, installed=True, version=str(getattr(verl, "__version__", None)),
                   path=mindspeed_state.package_folder(verl), error=error),
         device=device,
-        engine_device=assumed_device or device,
         value_model_megatron_error=error,
     )  # fmt: skip
     if engine_package is None:
-        return report
+        return {**report, "engine_device": assumed_device or device}
     # a module may fail where the engine package imports: a verl older than it, or no Megatron
     import_errors = {module: failed["error"] for module, (_, failed) in imported.items() if failed}
     layout = read_layout(engine_package)
@@ -240,7 +240,7 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
         unrecognised=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in gaps],
         needed_but_off=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in off],
         bridge=bridge_state.bridge_state(),
-        engine_device=(reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or assumed_device or device,
+        engine_device=assumed_device or (reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or device,
         registry=_registry_rows(layout.registry),
         rollout_ipc=_rollout_ipc() if ipc else None,
         **_lookup(layout.registry, assumed_device, assume),

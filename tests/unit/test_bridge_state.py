@@ -4,6 +4,7 @@ verl's default config builds through, and how verl's import of Megatron-Bridge f
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import sys
 import types
 from pathlib import Path
@@ -82,7 +83,8 @@ def test_a_missing_megatron_bridge_is_named_with_both_ways_out(megatron_engine_i
     assert state["import_error"]["missing"] in ("megatron", "megatron.bridge")  # no megatron at all in this env
     assert "Megatron-Bridge is not installed" in state["meaning"]
     # with what verl's Ascend images install beside it (Megatron-Bridge imports them unguarded)
-    assert "pip install --no-deps megatron-bridge && pip install 'nvidia-modelopt[torch]>=0.37.0' " in state["meaning"]
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    assert f"{pip} --no-deps megatron-bridge && {pip} 'nvidia-modelopt[torch]>=0.37.0' " in state["meaning"]
     assert "install Megatron-Bridge" in state["meaning"]
     assert "actor_rollout_ref.actor.megatron.vanilla_mbridge=True" in state["meaning"]
     assert "critic.megatron.vanilla_mbridge=True" in state["meaning"]
@@ -154,5 +156,5 @@ def test_a_megatron_bridge_without_what_the_images_install_beside_it_names_that(
     fake_verl_bridge_missing(megatron_engine_imported, missing)
     meaning = bridge_state.bridge_state()["meaning"]
     assert f"fails: ModuleNotFoundError: No module named '{missing}'" in meaning
-    assert f"fix: pip install {package}, or set vanilla_mbridge=True" in meaning
+    assert f"fix: {shlex.quote(sys.executable)} -m pip install {package}, or set vanilla_mbridge=True" in meaning
     assert "install Megatron-Bridge" not in meaning and "--no-deps" not in meaning

@@ -72,7 +72,7 @@ def test_the_bootstrap_dir_example_is_a_whole_line_to_copy():
     """At any terminal width the example command is one unbroken line of the help."""
     for columns in (40, 80, 200):
         lines = npu_shim_cli("bootstrap-dir", "--help", columns=columns).stdout.splitlines()
-        assert '  export PYTHONPATH="$(python -m npu_shim bootstrap-dir):$PYTHONPATH"' in lines, columns
+        assert '  export PYTHONPATH="$(python -m npu_shim bootstrap-dir)${PYTHONPATH:+:$PYTHONPATH}"' in lines, columns
 
 
 @pytest.mark.parametrize(("route", "has_override"), [("PYTHONPATH", False), ("VERL_USE_EXTERNAL_MODULES", True)])

@@ -125,12 +125,12 @@ def probe_without_npu_shim(tree, cwd, **options) -> dict:
 
 
 def doctor_over(answer: dict, monkeypatch, **options) -> tuple[dict, str, int]:
-    """``npu_shim.doctor.main`` where the probe gave ``answer``: the report, its text and the exit status."""
-    import npu_shim.doctor
+    """``npu_shim.doctor.command.main`` where the probe gave ``answer``: the report, its text and the exit status."""
+    from npu_shim.doctor import command
 
-    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, probe_options: answer)
-    text, status = npu_shim.doctor.main(**options)
-    report = json.loads(npu_shim.doctor.main(as_json=True, **options)[0])
+    monkeypatch.setattr(command, "probe_in_fresh_interpreter", lambda timeout, probe_options: answer)
+    text, status = command.main(**options)
+    report = json.loads(command.main(as_json=True, **options)[0])
     assert_consistent(report)
     return report, text, status
 
@@ -188,7 +188,7 @@ def test_verl_route_without_npu_shim_importable_is_a_problem_even_from_the_check
     assert report["verl"]["error"] == "ModuleNotFoundError: No module named 'npu_shim'"
     assert report["routes"]["VERL_USE_EXTERNAL_MODULES"]["works"] is False
     # the probed interpreter finds no npu_shim: the entry to suggest is the checkout the doctor runs from
-    assert f'(export PYTHONPATH={ROOT}:"$PYTHONPATH")' in report["routes"]["PYTHONPATH"]["reason"]
+    assert f'(export PYTHONPATH={ROOT}"${{PYTHONPATH:+:$PYTHONPATH}}")' in report["routes"]["PYTHONPATH"]["reason"]
 
 
 @pytest.mark.parametrize("named", [" npu_shim", "NPU_SHIM", "json, npu_shim", "npu_shim,"])
@@ -197,7 +197,9 @@ def test_a_verl_use_external_modules_that_verl_cannot_import_is_a_problem(site, 
     assert (status, report["status"]) == (1, "problem")
     assert report["value_model_megatron_error"].startswith("import verl fails: ")
     reason = report["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
-    assert reason.startswith("import verl failed: ") and f"VERL_USE_EXTERNAL_MODULES={named!r}" in reason
+    assert reason == f"import verl failed on VERL_USE_EXTERNAL_MODULES={named!r} (see verl)"
+    # the verl line says why, once
+    assert f"verl imports each name of VERL_USE_EXTERNAL_MODULES={named!r} as written" in rendered(report)
 
 
 def test_runtime_env_helper_writes_a_value_verl_accepts():
@@ -303,13 +305,13 @@ def test_verls_plugin_policy_is_respected_and_named(site, synthetic, tmp_path, p
 def test_the_probe_is_judged_by_its_own_environment_not_the_doctors(site, synthetic, monkeypatch):
     """A worker whose environment differs from the doctor's (``VERL_USE_EXTERNAL_PLUGINS=none`` in the worker only,
     as a cluster's image may set it): the routes are judged from what the probe saw there, not from here."""
-    import npu_shim.doctor
+    from npu_shim.doctor import command
 
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "auto")  # here, verl would load the plugin
     worker = clean_env([site, synthetic("0.9")], VERL_USE_EXTERNAL_PLUGINS="none")
-    monkeypatch.setattr(npu_shim.doctor, "environment_as_given", lambda: worker)
-    text, _ = npu_shim.doctor.main()
-    report = json.loads(npu_shim.doctor.main(as_json=True)[0])
+    monkeypatch.setattr(command, "environment_as_given", lambda: worker)
+    text, _ = command.main()
+    report = json.loads(command.main(as_json=True)[0])
     assert report["probe"]["environment"]["VERL_USE_EXTERNAL_PLUGINS"] == "none"
     route = report["routes"]["verl.plugins"]
     assert (route["configured"], route["works"], report["shim"]["active"]) == (True, False, False)

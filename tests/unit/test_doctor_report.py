@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import ROOT, clean_env, doctor
+from synthetic_verl import write_layout
 
-import npu_shim.doctor
-from npu_shim.doctor.render import render
+from npu_shim.doctor import command
 from npu_shim.doctor.report import EXIT_CODES, blank, with_status
+from npu_shim.settings import VERSION
 
 # The keys `npu-shim doctor --json` has printed since 0.1.0 (0.2.0 added five of them; after 0.3.0 "problems"
 # came and "layout", which restated the fixes' verdicts, went).
@@ -27,23 +29,23 @@ KEYS = {
 
 def doctor_with(answer, monkeypatch) -> tuple[dict, str, int]:
     """The doctor's JSON report, its text and exit status where the probe answered ``answer``."""
-    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", lambda timeout, options: answer)
-    text, status = npu_shim.doctor.main()
-    return json.loads(npu_shim.doctor.main(as_json=True)[0]), text, status
+    monkeypatch.setattr(command, "probe_in_fresh_interpreter", lambda timeout, options: answer)
+    text, status = command.main()
+    return json.loads(command.main(as_json=True)[0]), text, status
 
 
 def test_a_report_without_a_probe_has_every_key_null_where_nothing_was_read(monkeypatch):
     def timed_out(timeout, options):
         raise RuntimeError("the probe did not finish within 600 s")
 
-    monkeypatch.setattr(npu_shim.doctor, "probe_in_fresh_interpreter", timed_out)
-    data = json.loads(npu_shim.doctor.main(as_json=True)[0])
+    monkeypatch.setattr(command, "probe_in_fresh_interpreter", timed_out)
+    data = json.loads(command.main(as_json=True)[0])
     assert set(data) == KEYS
     assert (data["status"], data["exit_code"], data["error"]) == ("error", 2, "the probe did not finish within 600 s")
-    assert (data["npu_shim_version"], data["probed_in"]) == (npu_shim.__version__, "a fresh interpreter")
+    assert (data["npu_shim_version"], data["probed_in"]) == (VERSION, "a fresh interpreter")
     assert data["probe"] is data["routes"] is data["verl"] is data["shim"] is None
     assert (data["fixes"], data["registry"], data["value_model_megatron_resolves"]) == ([], [], False)
-    assert npu_shim.doctor.main()[0].splitlines()[-1].split() == ["status", "error", "(exit", "2)"]
+    assert command.main()[0].splitlines()[-1].split() == ["status", "error", "(exit", "2)"]
 
 
 @pytest.mark.parametrize(("status", "exit_code"), [("ok", 0), ("not judged", 0), ("not applicable", 0),
@@ -57,18 +59,23 @@ def test_an_unknown_status_is_refused():
         with_status(blank(), "fine")
 
 
-def test_a_probe_that_ran_another_npu_shim_is_an_error_that_says_which(monkeypatch):
-    """The probe imports the npu_shim of the probed interpreter, which may be another release than the doctor's: its
-    report may judge otherwise, so the doctor says so rather than print it as its own."""
-    probe = {"python": "/opt/other env/bin/python"}
-    answer = {"report": {**blank(), "npu_shim_version": "0.1.0", "probe": probe, "status": "ok"}, "text": "ok"}
-    data, text, status = doctor_with(answer, monkeypatch)
-    assert (data["status"], status, data["npu_shim_version"]) == ("error", 2, npu_shim.__version__)
+def test_a_probed_interpreter_with_another_npu_shim_release_gets_the_lookup_only(tmp_path):
+    """The probe imports the npu_shim of the probed interpreter, which may be another release than the doctor's (0.3.0
+    had no ``verl_state.answer`` at all): its report code may judge otherwise, so the probe compares the versions once
+    and reads the critic's lookup itself, as where npu_shim is not importable."""
+    older = tmp_path / "older" / "npu_shim"
+    older.mkdir(parents=True)
+    (older / "__init__.py").write_text('__version__ = "0.1.0"\n')
+    tree = write_layout(tmp_path / "verl-0.7.1", "0.7.1")
+    run = doctor(clean_env([older.parent, tree]), ROOT)  # the checkout's doctor, `python -m npu_shim`
+    data = run.report
+    assert (data["status"], run.status, data["npu_shim_version"]) == ("problem", 1, VERSION)
     assert data["error"] == (
-        f"the probed interpreter imports npu_shim 0.1.0, not this doctor's {npu_shim.__version__}: run its own doctor "
-        "('/opt/other env/bin/python' -m npu_shim doctor)"
+        "npu_shim's report code did not load here (ImportError: this interpreter's npu_shim is 0.1.0, the doctor's "
+        f"{VERSION})"
     )
-    assert text == render(data)
+    assert (data["shim"], data["value_model_megatron_resolves"], data["device"]) == (None, False, "npu")
+    assert data["problems"] == ["a Megatron critic's engine does not resolve on an NPU"]
 
 
 @pytest.mark.parametrize("answer", [[], {"error": "x"}, {"report": "ok"}])
@@ -79,6 +86,6 @@ def test_an_answer_that_is_no_report_is_an_error_not_a_traceback(monkeypatch, an
 
 
 def test_the_probes_text_is_printed_as_it_came(monkeypatch):
-    report = with_status({**blank(), "npu_shim_version": npu_shim.__version__}, "ok")
+    report = with_status({**blank(), "npu_shim_version": VERSION}, "ok")
     _, text, status = doctor_with({"report": report, "text": "rendered there"}, monkeypatch)
     assert (text, status) == ("rendered there", 0)

@@ -27,7 +27,8 @@ def test_the_plugin_advice_names_the_checkout_the_doctor_runs_from_never_an_inde
 
 def test_an_installed_doctor_names_what_pip_installed_it_from(site, tmp_path):
     """Installed from a folder (or a wheel), PEP 610's direct_url.json says which: that is what to install there."""
-    code = "from pathlib import Path; import npu_shim.doctor as d; print(d.install_source(Path(d.__file__).parents[2]))"
+    code = "from pathlib import Path; from npu_shim.doctor import command as c; print(c.install_source(Path(c.__file__)"
+    code += ".parents[2]))"
     completed = subprocess.run(
         [sys.executable, "-c", code], env=clean_env([site]), cwd=tmp_path, capture_output=True, text=True, check=True
     )
@@ -64,25 +65,29 @@ def test_a_route_that_activated_a_shim_with_nothing_to_patch_does_not_say_yes(si
 
 def test_every_command_the_doctor_prints_pastes_as_it_reads(synthetic, tmp_path):
     """A checkout in a folder with a space: the suggested PYTHONPATH and pip commands, pasted into a shell, name it
-    whole (they were `export PYTHONPATH=/srv/my dir/...:$PYTHONPATH`)."""
+    whole (they were `export PYTHONPATH=/srv/my dir/...:$PYTHONPATH`), and keep what VERL_USE_EXTERNAL_MODULES holds."""
     checkout = shim_source(tmp_path / "my dir")
     run = doctor(clean_env([synthetic("0.9")]), checkout)  # `python -m npu_shim` from that checkout
     routes = run.report["routes"]
     export = re.search(r"\(export (PYTHONPATH=.*)\)$", routes["PYTHONPATH"]["reason"]).group(1)
-    pasted = subprocess.run(
-        ["bash", "-c", f'export {export}; printf %s "$PYTHONPATH"'],
-        env={"PYTHONPATH": "/elsewhere"},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    bootstrap, rest = pasted.split(":")
-    assert (bootstrap.startswith(str(checkout)), rest) == (True, "/elsewhere"), pasted
+
+    def pasted(before: dict[str, str]) -> str:
+        script = f'export {export}; printf %s "$PYTHONPATH"'
+        return subprocess.run(["bash", "-c", script], env=before, capture_output=True, text=True, check=True).stdout
+
+    bootstrap, rest = pasted({"PYTHONPATH": "/elsewhere"}).split(":")
+    assert (bootstrap.startswith(str(checkout)), rest) == (True, "/elsewhere")
+    assert pasted({}) == bootstrap  # no trailing ":", which would put each process's working directory on sys.path
     assert (ROOT / "npu_shim_bootstrap" / "sitecustomize.py").read_text() == (
         ROOT / bootstrap.replace(str(checkout), str(ROOT)) / "sitecustomize.py"
     ).read_text()
     pip = re.search(r"-m pip install (.*): verl 0.9.0", routes["verl.plugins"]["reason"]).group(1)
     assert shlex.split(pip) == [str(checkout)]
+    named = doctor(clean_env([synthetic("0.9")], VERL_USE_EXTERNAL_MODULES="json,os"), checkout).report
+    hint = re.search(
+        r"\(export (VERL_USE_EXTERNAL_MODULES=.*)\)$", named["routes"]["VERL_USE_EXTERNAL_MODULES"]["reason"]
+    )
+    assert shlex.split(hint.group(1)) == ["VERL_USE_EXTERNAL_MODULES=json,os,npu_shim"]
 
 
 def test_doctor_help_lists_every_exit_code():

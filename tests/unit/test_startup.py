@@ -40,7 +40,7 @@ print(json.dumps([{SHIM_VIA}, os.environ.get("PYTHONPATH"),
 @pytest.mark.parametrize(
     "imports",
     [
-        "from npu_shim.doctor import main",
+        "from npu_shim.doctor.command import main",
         "import npu_shim.settings",
         "from npu_shim.fixes.shared_repatch import mindspeed_repatch",
         "import importlib; importlib.import_module('npu_shim.settings')",
