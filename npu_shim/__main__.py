@@ -50,10 +50,12 @@ def _parser() -> argparse.ArgumentParser:
         "  0  ok; not judged (verl sees no NPU there: use --device npu); not applicable (no verl)\n"
         "  1  problem: where verl sees an NPU (or --device npu), the Megatron critic's engine does not resolve,\n"
         "     a fix it needs is turned off or meets code it does not know, Megatron-Bridge (verl's default)\n"
-        "     does not import, or MindSpeed is missing; anywhere, verl is installed but does not import, or\n"
-        "     MindSpeed or TransformerEngineNPU is installed but does not import; with --device npu, verl is\n"
-        "     missing; with --strict (or NPU_SHIM_STRICT=1), NPU_SHIM_DISABLED_FIXES names no fix\n"
-        "  2  no verdict: the probe gave no report (--timeout, no Ray cluster), or bad arguments",
+        "     does not import, or MindSpeed is missing; anywhere, verl is installed but does not import,\n"
+        "     MindSpeed is installed but does not import, or MegatronAdaptor is installed without a\n"
+        "     TransformerEngineNPU that imports; with --device npu, verl is missing; with --strict (or\n"
+        "     NPU_SHIM_STRICT=1), NPU_SHIM_DISABLED_FIXES names no fix\n"
+        "  2  no verdict: the probe gave no report (--timeout, no Ray cluster), the probed interpreter has no\n"
+        "     npu_shim of this release and its critic's lookup resolves, or bad arguments",
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object (keys: see npu_shim.doctor.report)")
     doctor.add_argument(
