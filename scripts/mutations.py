@@ -757,8 +757,8 @@ MUTATIONS = [
     Mutation(
         "doctor: the assumed device not used for the registry's lookup",
         "npu_shim/doctor/probe.py:device_assumed",
-        old="    module.get_device_name = lambda: device\n",
-        new="    pass\n",
+        old="module.get_device_name, engine_device = (lambda: device),",
+        new="_, engine_device = (lambda: device),",
     ),
     Mutation(
         "doctor: the lookup-only report ignores the assumed device in its status",
