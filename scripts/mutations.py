@@ -457,10 +457,16 @@ MUTATIONS = [
         new="",
     ),
     Mutation(
-        "value_engine: the class repatches after the device mesh",
+        "value_engine: the class without upstream's mesh init (it never repatches)",
         "npu_shim/fixes/value_engine.py:build_engine_class",
-        old="            mindspeed_repatch(self.engine_config)\n            super()._init_device_mesh()\n",
-        new="            super()._init_device_mesh()\n            mindspeed_repatch(self.engine_config)\n",
+        old="_init_device_mesh = repatch_then_init_device_mesh(MindspeedEngineWithValueHead)",
+        new="_init_device_mesh = value_head_engine._init_device_mesh",
+    ),
+    Mutation(
+        "shared_repatch: a MindSpeed engine (value or LM head) repatches after the device mesh",
+        "npu_shim/fixes/shared_repatch.py:repatch_then_init_device_mesh",
+        old="        mindspeed_repatch(self.engine_config)\n        super(engine_class, self)._init_device_mesh()\n",
+        new="        super(engine_class, self)._init_device_mesh()\n        mindspeed_repatch(self.engine_config)\n",
     ),
     Mutation(
         "value_engine: (device, vendor) registry keys not recognised",
@@ -483,8 +489,8 @@ MUTATIONS = [
         new="",
     ),
     Mutation(
-        "lm_engine_repatch: the mesh init's super() taken from the instance's class",
-        "npu_shim/fixes/lm_engine_repatch.py:repatch_then_init_device_mesh",
+        "shared_repatch: the mesh init's super() taken from the instance's class",
+        "npu_shim/fixes/shared_repatch.py:repatch_then_init_device_mesh",
         old="        super(engine_class, self)._init_device_mesh()\n",
         new="        super(type(self), self)._init_device_mesh()\n",
     ),

@@ -11,11 +11,9 @@ Does: drops that ``__init__`` (Megatron's is inherited, as upstream's effectivel
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
-from npu_shim.fixes.shared_repatch import mindspeed_repatch
+from npu_shim.fixes.shared_repatch import repatch_then_init_device_mesh
 from npu_shim.patcher import Fix, Writer, is_ours
 from npu_shim.recognition import KnownFunction
 
@@ -43,15 +41,6 @@ LM_INIT = KnownFunction(
     has_change=repatches_in_mesh_init,
     needed_on_any_version=True,  # no _init_device_mesh of its own: the repatch is in __init__, after the mesh
 )
-
-
-def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
-    def _init_device_mesh(self: Any) -> None:
-        mindspeed_repatch(self.engine_config)
-        super(engine_class, self)._init_device_mesh()
-
-    _init_device_mesh.__qualname__ = f"{engine_class.__qualname__}._init_device_mesh"
-    return _init_device_mesh
 
 
 def edit(engine_package: ModuleType, writer: Writer) -> None:

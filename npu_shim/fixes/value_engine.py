@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, mindspeed_repatch
+from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, repatch_then_init_device_mesh
 from npu_shim.patcher import ENGINE_PACKAGE, MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, Writer
 
 NAME = "value_engine"
@@ -78,16 +78,10 @@ def build_engine_class(value_head_engine: type, module_name: str) -> type:
     class MindspeedEngineWithValueHead(value_head_engine):  # type: ignore[misc, valid-type]
         """verl's Megatron value-head (critic) engine on Ascend NPUs through MindSpeed (added by npu_shim)."""
 
-        def _init_device_mesh(self) -> None:
-            # MindSpeed must see this engine's config (context parallel size in particular) before Megatron's
-            # parallel state is initialised.
-            mindspeed_repatch(self.engine_config)
-            super()._init_device_mesh()
-
     # Upstream's name and place, so that pickle finds the class by reference where the shim is active (Ray ships it).
     MindspeedEngineWithValueHead.__module__ = module_name
     MindspeedEngineWithValueHead.__qualname__ = CLASS_NAME
-    MindspeedEngineWithValueHead._init_device_mesh.__qualname__ = f"{CLASS_NAME}._init_device_mesh"
+    MindspeedEngineWithValueHead._init_device_mesh = repatch_then_init_device_mesh(MindspeedEngineWithValueHead)
     return MindspeedEngineWithValueHead
 
 
