@@ -110,7 +110,9 @@ def function_fingerprint(function: Any) -> str | None:
 
 
 def uses(code: Any, name: str) -> bool:
-    """Whether ``code`` (or code nested in it) uses ``name``: as a global, an attribute, a variable or a constant."""
+    """Whether ``code`` (a code object, or a function's or method's; or code nested in it) uses ``name``: as a global,
+    an attribute, a variable or a constant. Anything without code uses nothing."""
+    code = getattr(getattr(code, "__func__", code), "__code__", code)
     if not isinstance(code, CodeType):
         return False
     if name in code.co_names or name in code.co_varnames:

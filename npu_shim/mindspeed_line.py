@@ -178,7 +178,7 @@ def _reads_training_arguments(function: Any) -> bool:
     seen: set[int] = set()
     while hasattr(function, "__wrapped__") and id(function) not in seen:
         seen.add(id(function))
-        if uses(getattr(function, "__code__", None), MEGATRON_TRAINING):
+        if uses(function, MEGATRON_TRAINING):
             return True
         function = function.__wrapped__
     return False

@@ -537,8 +537,7 @@ MUTATIONS = [
     Mutation(
         "megatron_checkpoint_metadata: judged not applicable where torch's writer copies the metadata",
         "npu_shim/fixes/megatron_checkpoint_metadata.py:judge",
-        old='    if not (uses(_code(FileSystemWriter.finish), "dataclasses") and uses(_code(FileSystemWriter.finish), '
-        '"replace")):\n',
+        old='    if not (uses(FileSystemWriter.finish, "dataclasses") and uses(FileSystemWriter.finish, "replace")):\n',
         new="    if True:\n",
         survives_because="the unit layer has no torch or Megatron: tests/matrix/test_upstream_fixes.py kills it in "
         "the 0.9.1-a5 environment",

@@ -28,10 +28,6 @@ WRITER = "FileSystemWriterAsync"
 EXTRA = "mcore_data"
 
 
-def _code(function: Any) -> Any:
-    return getattr(getattr(function, "__func__", function), "__code__", None)
-
-
 def judge(module: ModuleType) -> Outcome:
     """Not a fingerprint of verl's code: megatron-core's and torch's, read by what they do with ``mcore_data``."""
     writer = getattr(sys.modules.get(WRITER_MODULE), WRITER, None)
@@ -40,13 +36,13 @@ def judge(module: ModuleType) -> Outcome:
     from torch.distributed.checkpoint.filesystem import FileSystemWriter
     from torch.distributed.checkpoint.metadata import Metadata
 
-    if not (uses(_code(FileSystemWriter.finish), "dataclasses") and uses(_code(FileSystemWriter.finish), "replace")):
+    if not (uses(FileSystemWriter.finish, "dataclasses") and uses(FileSystemWriter.finish, "replace")):
         return Outcome(NAME, NOT_APPLICABLE, "this torch's checkpoint writer pickles the caller's Metadata itself")
     planner = getattr(getattr(module, "MCoreSavePlanner", None), "create_global_plan", None)
     declared = EXTRA in {field.name for field in dataclasses.fields(Metadata)} or hasattr(module, "MCoreMetadata")
-    if declared or not uses(_code(planner), EXTRA):
+    if declared or not uses(planner, EXTRA):
         return Outcome(NAME, NOT_APPLICABLE, f"megatron-core sets no undeclared {EXTRA} (0.15 and later declare it)")
-    if not uses(_code(getattr(module, "get_reformulation_metadata", None)), EXTRA):
+    if not uses(getattr(module, "get_reformulation_metadata", None), EXTRA):
         return Outcome(NAME, NOT_APPLICABLE, f"megatron-core's load does not read {EXTRA}")
     return Outcome(
         NAME, MISSING, f"torch's writer copies the Metadata with its declared fields only, losing megatron's {EXTRA}:"
