@@ -572,8 +572,8 @@ MUTATIONS = [
     Mutation(
         "npu_smi_card: the IPC decision made again at each check (npu-smi at every weight sync)",
         "npu_shim/fixes/npu_smi_card.py:decision",
-        old='    if "ipc" not in _decided:\n',
-        new="    if True:\n",
+        old="@cache  #",
+        new="#",
     ),
     Mutation(
         "npu_smi_card: the visible-device variables never read (a host's listing only)",

@@ -28,6 +28,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from types import ModuleType
 from typing import Any
 
@@ -156,19 +157,15 @@ def decide(device: ModuleType, environ: Any = os.environ, run: Callable[..., Any
     return Decision(ipc, board.card, f"npu-smi's board of NPU {board.card}: Software Version {software}, CANN {cann}")
 
 
-_decided: dict[str, Decision] = {}  # this process's decision, made at the first call (two threads may both make it)
-
-
+@cache  # made at the first call (two threads may both make it)
 def decision() -> Decision:
     """This process's decision: made once, by :func:`decide`."""
-    if "ipc" not in _decided:
-        _decided["ipc"] = decide(sys.modules[WATCHES])
-    return _decided["ipc"]
+    return decide(sys.modules[WATCHES])
 
 
 def forget() -> None:
     """Decide again at the next call (for tests of several hosts in one process)."""
-    _decided.clear()
+    decision.cache_clear()
 
 
 def is_support_ipc() -> bool:
