@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from types import FunctionType
 from typing import Any
 
 from npu_shim.patcher import get_original, with_globals
@@ -79,19 +77,13 @@ class _RayWithIndices:
         return _ContextWithIndices(self._ray.get_runtime_context(), self._visible)
 
 
-def with_npu_indices(function: FunctionType, visible: list[str]) -> Callable[..., Any]:
-    """``function`` (its code, defaults and closure), reading ``ray`` as :class:`_RayWithIndices`: nothing of its
-    module changes, so no other caller, thread or later call sees it."""
-    return with_globals(function, ray=_RayWithIndices(function.__globals__["ray"], visible))
-
-
 def setup_env_visible_devices(self: Any) -> Any:
     """verl's ``Worker._setup_env_cuda_visible_devices``, with Ray's NPU id translated where it is physical."""
     own = get_original(getattr(sys.modules[WATCHES], CLASS_NAME), METHOD)
     visible = visible_devices()
     if visible is None:
         return own(self)
-    return with_npu_indices(own, visible)(self)
+    return with_globals(own, ray=_RayWithIndices(own.__globals__["ray"], visible))(self)
 
 
 setup_env_visible_devices.__qualname__ = f"{CLASS_NAME}.{METHOD}"  # where it lives once applied
