@@ -1,14 +1,6 @@
-"""What a function's code says, as one hash: to recognise verl's own code exactly, not by its names.
-
-verl ships its sources, so a fingerprint is taken from the function's syntax tree, not its
-bytecode: the same source gives the same fingerprint on every Python the shim supports,
-including ones released after the table was generated. Left out: where the code lives (line
-and column numbers), comments and layout (the tree has none); what does not change what the
-code does (docstrings, type hints: a fork that adds hints is still verl's code); fields a
-Python version adds empty (``type_params=[]`` on 3.12, ``kind=None``: a field is hashed only
-when it holds something), and the empty f-string parts some 3.12 releases add.
-``scripts/fingerprints.py`` takes the fingerprints of released verl files without importing
-them; this module takes them of live functions, from the source file they were loaded from.
+"""What a function's code says, as one hash of its syntax tree: to recognise verl's own code exactly, on every Python
+(docs/design.md, "Recognition by fingerprint"). ``scripts/fingerprints.py`` takes the fingerprints of released verl
+files without importing them; this module takes them of live functions, from the source file they were loaded from.
 """
 
 from __future__ import annotations
@@ -20,7 +12,8 @@ from types import CodeType
 from typing import Any
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-# Type hints (of arguments, returns, annotated assignments) and type comments: no part of what the code does.
+# Type hints (of arguments, returns, annotated assignments) and type comments: no part of what the code does (a fork
+# that adds hints is still verl's code). Positions, comments and layout are not in the tree at all.
 _ANNOTATIONS = frozenset({"annotation", "returns", "type_comment"})
 
 
@@ -52,6 +45,7 @@ def _canonical(value: Any) -> Any:
         fields = ((name, _kept(value, name, field)) for name, field in ast.iter_fields(value))
         return (
             type(value).__name__,
+            # a field some Python version adds empty (type_params=[] on 3.12, kind=None) is hashed only with a value
             tuple((name, _canonical(field)) for name, field in fields if field not in (None, [])),
         )
     if isinstance(value, list):
@@ -60,7 +54,7 @@ def _canonical(value: Any) -> Any:
 
 
 def node_fingerprint(node: ast.AST) -> str:
-    """A hex digest of ``node``'s syntax tree, as the module docstring says."""
+    """A hex digest of ``node``'s syntax tree, without what :func:`_kept` and :func:`_canonical` leave out."""
     return hashlib.sha256(repr(_canonical(node)).encode()).hexdigest()[:32]
 
 
