@@ -1,10 +1,8 @@
 """Backport of the LM-head engine's repatch placement (verl #5697, then #6135's shared function).
 
-Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` of verl >= 0.8.0: ``_mindspeed_repatch(self.engine_config)``,
-then Megatron's own ``_init_device_mesh``.
-Missing when: the class repatches at the end of ``__init__`` instead (0.6.x, 0.7.x; recognised by fingerprint):
-after Megatron's parallel state exists, too late for MindSpeed's context-parallel wrapper (at CP >= 2 the actor's
-first forward fails); 0.7.1 also writes ``use_flash_attn`` into the user's ``override_transformer_config``.
+Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` of verl >= 0.8.0: the repatch, then Megatron's mesh init.
+Missing when: the class repatches at the end of ``__init__`` instead (0.6.x, 0.7.x; by fingerprint): too late for
+MindSpeed's context-parallel wrapper, and on 0.7.1 into the user's ``override_transformer_config`` (docs/fixes.md).
 Does: drops that ``__init__`` (Megatron's is inherited, as upstream's effectively is) and adds upstream's
 ``_init_device_mesh``.
 """

@@ -1,13 +1,10 @@
 """megatron-core 0.12's checkpoint metadata through torch 2.10's writer: a resumed run loads what it saved.
 
-Mirrors: megatron-core 0.15's ``MCoreMetadata`` (a ``Metadata`` declaring ``mcore_data``); no verl change: verl
-0.9.1's A5 image pairs megatron-core 0.12.0 with torch 2.10, and upstream has no fix for that pairing.
-Missing when: torch's ``FileSystemWriter.finish`` copies the metadata with ``dataclasses.replace`` (2.10; 2.13 writes
-the caller's object), which keeps declared fields only, and megatron's save planner sets ``mcore_data`` undeclared,
-which its load reads: every load of a distributed-optimizer state dies with ``AttributeError: 'Metadata' object has
-no attribute 'mcore_data'``.
-Does: gives ``FileSystemWriterAsync`` a ``finish`` that hands the one it had a ``Metadata`` of a subclass declaring
-the extras (so the copy keeps them), pickled as torch's own ``Metadata``: the file loads with the shim or without.
+Mirrors: megatron-core 0.15's ``MCoreMetadata`` (a ``Metadata`` declaring ``mcore_data``); no verl change.
+Missing when: torch's ``FileSystemWriter.finish`` pickles a ``dataclasses.replace`` copy of the metadata (2.10), which
+drops the ``mcore_data`` megatron's save planner sets undeclared and its load reads (docs/fixes.md).
+Does: gives ``FileSystemWriterAsync`` a ``finish`` that hands on a ``Metadata`` of a subclass declaring the extras (so
+the copy keeps them), pickled as torch's own ``Metadata``: the file loads with the shim or without.
 """
 
 from __future__ import annotations

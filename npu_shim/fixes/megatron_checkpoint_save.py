@@ -1,11 +1,9 @@
 """Carry of verl #6322 to every torch from 2.8: megatron-core 0.12's distributed checkpoint save.
 
-Mirrors: ``apply_patch_megatron_v012_with_torch_v28(_v29)`` in ``verl/models/mcore/patch.py``, which acts on torch
-2.8.0 (0.7.1) or 2.8.0/2.9.0 (0.8.0 on) only; torch 2.8 made ``serialization_format`` a required argument of
-``torch.distributed.checkpoint.filesystem._write_item``, which megatron-core 0.12 calls without it.
-Missing when: megatron's ``filesystem_async`` calls torch's ``_write_item``, which requires the argument, and
-``FileSystemWriterAsync.write_preloaded_data`` is megatron's and never names it (0.12.x; 0.13 passes it). Without it
-every checkpoint save fails: ``_write_item() missing 1 required positional argument: 'serialization_format'``.
+Mirrors: ``apply_patch_megatron_v012_with_torch_v28(_v29)`` in ``verl/models/mcore/patch.py`` (torch 2.8/2.9 only).
+Missing when: megatron's ``filesystem_async`` calls torch's ``_write_item``, which requires ``serialization_format``
+(torch >= 2.8), and ``FileSystemWriterAsync.write_preloaded_data`` is megatron's and never names it (0.12.x; 0.13
+passes it): every checkpoint save fails (docs/fixes.md).
 Does: rebinds ``_write_item`` there to one passing ``SerializationFormat.TORCH_SAVE`` (torch's default, what megatron
 0.13 passes) where the caller gives none.
 """

@@ -1,23 +1,13 @@
 """verl #6751/#6756/#6762/#6773 (closed, unfixed in every release): the rollout's IPC probe asks ``npu-smi`` of card 1.
 
 Mirrors: what the issues ask: the IPC decision from a card the host has, read once.
-Missing when: ``get_npu_versions`` (``verl/utils/device.py``) is 0.7.1's (``npu-smi info -t board -i 1``, nothing
-else) or 0.8.0's to 0.9.1's (then the first entry of ``ASCEND_VISIBLE_DEVICES`` and its half, A3's card, and only
-that variable), and the IPC decision is a release's: 0.7.1's and 0.8.0's ``is_support_ipc`` (``utils/device.py``),
-0.9.0's and 0.9.1's ``PlatformNPU.is_ipc_supported`` (``plugin/platform/platform_npu.py``). A host without NPU 1 (its
-cards ``0``, or ``4-7``) then fails the vLLM rollout's start, ``RuntimeError: Failed to execute npu-smi command ...
-exit status 215``; where no version can be read (no ``npu-smi``, no CANN info file) it fails too; and 0.9.x asks
-``npu-smi`` again at each weight sync (``bucketed_weight_transfer.py``), 0.9.1 even on an A5, which needs no answer.
+Missing when: ``get_npu_versions`` (``verl/utils/device.py``) is 0.7.1's (card 1) or 0.8.0's to 0.9.1's (the first
+entry of ``ASCEND_VISIBLE_DEVICES`` and its half, A3's card) and the IPC decision is a release's. A host without that
+NPU then fails the vLLM rollout's start (``npu-smi`` exit status 215), so does one where no version can be read, and
+0.9.x asks ``npu-smi`` again at each weight sync (``bucketed_weight_transfer.py``), 0.9.1 even on an A5.
 Does: rebinds the decision (0.7.1, 0.8.0: ``is_support_ipc``; 0.9.x: ``PlatformNPU.is_ipc_supported``) to one made
-once a process by :func:`decide`: on 0.9.1 an A5 (torch_npu's chip name, as 0.9.1 tells it) is IPC without
-``npu-smi``; else verl's own ``get_npu_versions`` and ``check_ipc_version_support`` run, the first reading
-``subprocess`` as :class:`BoardQuery`, whose board query asks a card the host has; where nothing can be read, shared
-memory (IPC False) and one warning that says why. On CUDA, or without an NPU, 0.7.1's and 0.8.0's own function runs.
-Why those objects: they are the narrowest every caller goes through on each release. ``get_npu_versions`` alone is
-not enough: its callers turn any failure into ``RuntimeError``, and its answer cannot say "unreadable, take shared
-memory" without inventing versions. 0.9.x's ``is_support_ipc`` only delegates to the platform's method, which
-anything holding the platform calls directly; 0.7.1's and 0.8.0's callers bind ``is_support_ipc`` by name, after this
-module's hook has rebound it.
+once a process by :func:`decide`, which runs verl's own code asking a card the host has; where nothing can be read,
+shared memory and one warning (docs/fixes.md). On CUDA, or without an NPU, 0.7.1's and 0.8.0's own function runs.
 """
 
 from __future__ import annotations
@@ -201,6 +191,7 @@ def decider(source: str, missing_in: tuple[str, ...], replacement: Callable[...,
                      replacement=replacement, applied=applied)  # fmt: skip
 
 
+# 0.7.1's and 0.8.0's callers bind is_support_ipc by name, after the hook has rebound it in verl.utils.device.
 DECIDERS = (
     decider("verl/utils/device.py:is_support_ipc", ("0.7.1", "0.8.0"), is_support_ipc),
     decider("verl/plugin/platform/platform_npu.py:PlatformNPU.is_ipc_supported", ("0.9.0", "0.9.1"), is_ipc_supported),

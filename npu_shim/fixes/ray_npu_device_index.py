@@ -2,17 +2,12 @@
 
 Mirrors: verl #7507: where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the position of the id Ray gives a worker
 in that list is its device index.
-Missing when: ``Worker._setup_env_cuda_visible_devices`` (``verl/single_controller/base/worker.py``) is a release's
-code (0.6.0 to 0.8.0 share one, 0.9.0 and 0.9.1 another), ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` is set
-(any value, as verl reads it; verl's own SGLang-on-NPU guide sets it) and ``ASCEND_RT_VISIBLE_DEVICES`` lists devices,
-in the process verl's worker module is imported in (a Ray worker inherits both from the node or its job's
-``runtime_env``). verl then takes Ray's physical id (``"5"`` of ``4,5,6,7``) as ``LOCAL_RANK`` and calls
-``set_device(5)``: torch_npu raises ``Invalid device ID`` (four devices visible), or, for an id below the count,
-takes another NPU than Ray gave.
-Does: rebinds the method to :func:`setup_env_visible_devices`, which runs verl's own function, the same code object,
-with Ray's runtime context reporting each ``NPU`` id as its position in ``ASCEND_RT_VISIBLE_DEVICES`` (``"5"`` ->
-``"1"``). An id the list lacks, a GPU's, and every call where the two variables are not both set at that time, get
-verl's function as it is.
+Missing when: ``Worker._setup_env_cuda_visible_devices`` is a release's code (0.6.0 to 0.8.0 share one, 0.9.0 and
+0.9.1 another) and, where it runs, ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` is set (any value, as verl
+reads it) and ``ASCEND_RT_VISIBLE_DEVICES`` lists devices: verl calls ``set_device`` with Ray's physical id ("5" of
+"4,5,6,7"), which torch_npu refuses or which is another worker's NPU (docs/fixes.md).
+Does: rebinds the method to :func:`setup_env_visible_devices`: verl's own function, the same code object, reading
+Ray's ``NPU`` ids as their places in that list ("5" -> "1") wherever both variables are set at the call.
 """
 
 from __future__ import annotations
