@@ -17,26 +17,18 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _ANNOTATIONS = frozenset({"annotation", "returns", "type_comment"})
 
 
-def _without_docstring(node: ast.AST, body: list[ast.stmt]) -> list[ast.stmt]:
-    if isinstance(node, _DEFINITIONS) and body and isinstance(body[0], ast.Expr):
-        value = body[0].value
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return body[1:]
-    return body
-
-
-def _empty_string(node: ast.AST) -> bool:
-    # some 3.12 releases (3.12.1 here) put an empty Constant after a replacement field in a format spec
-    return isinstance(node, ast.Constant) and node.value == ""
+def _is_docstring(node: ast.AST) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
 def _kept(node: ast.AST, name: str, field: Any) -> Any:
     if name in _ANNOTATIONS:
         return None
-    if name == "body":
-        return _without_docstring(node, field)
+    if name == "body" and isinstance(node, _DEFINITIONS) and field and _is_docstring(field[0]):
+        return field[1:]
     if name == "values" and isinstance(node, ast.JoinedStr):
-        return [part for part in field if not _empty_string(part)]
+        # some 3.12 releases (3.12.1 here) put an empty Constant after a replacement field in a format spec
+        return [part for part in field if not (isinstance(part, ast.Constant) and part.value == "")]
     return field
 
 
@@ -58,21 +50,16 @@ def node_fingerprint(node: ast.AST) -> str:
     return hashlib.sha256(repr(_canonical(node)).encode()).hexdigest()[:32]
 
 
-def find_definition(tree: ast.AST, qualname: str) -> ast.AST | None:
-    """The function (or class) ``qualname`` (e.g. ``"SomeClass.__init__"``) defined at the top of ``tree``."""
-    node: ast.AST | None = tree
+def source_fingerprint(source: str, qualname: str) -> str | None:
+    """The fingerprint of the function (or class) ``qualname`` (``"SomeClass.__init__"``) defined at the top of a
+    module's ``source``, or None where it defines no such function."""
+    node: ast.AST | None = ast.parse(source)
     for name in qualname.split("."):
         body = getattr(node, "body", [])
         node = next((n for n in body if isinstance(n, _DEFINITIONS) and n.name == name), None)
         if node is None:
             return None
-    return node
-
-
-def source_fingerprint(source: str, qualname: str) -> str | None:
-    """The fingerprint of ``qualname`` in a module's ``source``, or None where it defines no such function."""
-    node = find_definition(ast.parse(source), qualname)
-    return None if node is None else node_fingerprint(node)
+    return node_fingerprint(node)
 
 
 def function_fingerprint(function: Any) -> str | None:

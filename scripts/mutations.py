@@ -384,7 +384,7 @@ MUTATIONS = [
     Mutation(
         "fingerprint: 3.12's empty f-string parts kept (the table then depends on the Python)",
         "npu_shim/fingerprint.py:_kept",
-        old="        return [part for part in field if not _empty_string(part)]\n",
+        old='        return [part for part in field if not (isinstance(part, ast.Constant) and part.value == "")]\n',
         new="        return field\n",
     ),
     Mutation(
