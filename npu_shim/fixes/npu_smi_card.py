@@ -27,7 +27,6 @@ from npu_shim.recognition import KnownFunction, Rebinding
 
 NAME = "npu_smi_card"
 WATCHES = "verl.utils.device"  # on 0.9.x its import has imported the platform module too (platform_manager does)
-PLATFORM = "verl.plugin.platform.platform_npu"
 BOARD_QUERY = ["npu-smi", "info", "-t", "board", "-i"]  # then the NPU ID: verl's only use of npu-smi
 VISIBLE = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES")  # docker's and Ray's, then Kubernetes'
 A5_NAMES = ("Ascend910_95", "Ascend950")  # what verl 0.9.1 looks for in torch_npu's chip name
@@ -116,10 +115,8 @@ class BoardQuery:
                 yield card
 
 
-def is_a5(device: ModuleType) -> bool:
-    """Whether this verl answers an A5 without versions (0.9.1) and torch_npu names an A5 chip."""
-    if getattr(getattr(device, "AscendHardwareVersion", None), "A5", None) is None:
-        return False
+def names_an_a5() -> bool:
+    """Whether torch_npu names an A5 chip, as verl 0.9.1 reads the name."""
     try:
         import torch_npu
 
@@ -131,12 +128,12 @@ def is_a5(device: ModuleType) -> bool:
 
 def decide(device: ModuleType, environ: Any = os.environ, run: Callable[..., Any] = subprocess.run) -> Decision:
     """The IPC decision, from verl's own code in ``device`` (``verl.utils.device``), asking a card the host has."""
-    if is_a5(device):
+    a5 = getattr(getattr(device, "AscendHardwareVersion", None), "A5", None)  # 0.9.1's, which answers an A5 as IPC
+    if a5 is not None and names_an_a5():
         return Decision(True, "", "an A5 (torch_npu's chip name): IPC, as verl 0.9.1 decides, without npu-smi")
     board = BoardQuery(environ, run)
     try:
         *hardware, software, cann = with_globals(get_original(device, "get_npu_versions"), subprocess=board)()
-        a5 = getattr(getattr(device, "AscendHardwareVersion", None), "A5", None)
         ipc = bool(a5 is not None and hardware and hardware[0] == a5) or device.check_ipc_version_support(
             software, cann
         )
