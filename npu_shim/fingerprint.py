@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+from collections.abc import Mapping
 from types import CodeType
 from typing import Any
 
@@ -88,6 +89,14 @@ def function_fingerprint(function: Any) -> str | None:
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return None
     return node_fingerprint(node)
+
+
+def parameters(function: Any) -> Mapping[str, inspect.Parameter]:
+    """The parameters ``function`` takes, by name; none where it has no signature Python can read (None, a builtin)."""
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}
 
 
 def uses(code: Any, name: str) -> bool:

@@ -15,7 +15,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from npu_shim.fingerprint import uses
+from npu_shim.fingerprint import parameters, uses
 from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, get_original
 
 NAME = "megatron_checkpoint_save"
@@ -26,10 +26,7 @@ WRITE_ITEM = "_write_item"
 
 
 def _requires_format(write_item: Any) -> bool:
-    try:
-        parameter = inspect.signature(write_item).parameters.get(FORMAT)
-    except (TypeError, ValueError):
-        return False
+    parameter = parameters(write_item).get(FORMAT)
     return parameter is not None and parameter.default is inspect.Parameter.empty
 
 

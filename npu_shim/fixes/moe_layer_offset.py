@@ -15,6 +15,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from npu_shim.fingerprint import parameters
 from npu_shim.recognition import Rebinding
 
 NAME = "moe_layer_offset"
@@ -39,11 +40,7 @@ moe_num_layers_to_build.__qualname__ = UPSTREAM_NAME  # where it lives once appl
 
 def megatron_takes_the_keywords(module: ModuleType) -> str:
     """Why verl's 0.7.1 code needs nothing beside this megatron-core (``""`` where it does)."""
-    offset_of = getattr(module, "get_transformer_layer_offset", None)
-    try:
-        taken = inspect.signature(offset_of).parameters
-    except (TypeError, ValueError):
-        return ""
+    taken = parameters(getattr(module, "get_transformer_layer_offset", None))
     if all(name in taken for name in OFFSET_KEYWORDS):
         return "this megatron-core's get_transformer_layer_offset takes both keywords"
     return ""

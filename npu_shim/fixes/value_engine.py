@@ -11,12 +11,12 @@ verl's own ``EngineRegistry.register`` and adds the exports.
 
 from __future__ import annotations
 
-import inspect
 import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from npu_shim.fingerprint import parameters
 from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, repatch_then_init_device_mesh
 from npu_shim.patcher import ENGINE_PACKAGE, MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, Writer
 
@@ -53,13 +53,8 @@ class VerlLayout:
 
 def has_keyed_registry(registry: Any) -> bool:
     """True for verl >= 0.6: ``register(model_type=, backend=, device=)`` over a nested ``_engines`` dict."""
-    register = getattr(registry, "register", None)
-    if register is None or not isinstance(getattr(registry, "_engines", None), dict):
-        return False
-    try:
-        return {"model_type", "backend", "device"} <= inspect.signature(register).parameters.keys()
-    except (TypeError, ValueError):
-        return False
+    keyed = set(KEY) <= parameters(getattr(registry, "register", None)).keys()
+    return keyed and isinstance(getattr(registry, "_engines", None), dict)
 
 
 def read_layout(engine_package: ModuleType) -> VerlLayout:
