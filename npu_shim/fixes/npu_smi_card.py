@@ -146,13 +146,8 @@ def decide(device: ModuleType, environ: Any = os.environ, run: Callable[..., Any
 
 @cache  # made at the first call (two threads may both make it)
 def decision() -> Decision:
-    """This process's decision: made once, by :func:`decide`."""
+    """This process's decision: made once, by :func:`decide` (``decision.cache_clear()``: again at the next call)."""
     return decide(sys.modules[WATCHES])
-
-
-def forget() -> None:
-    """Decide again at the next call (for tests of several hosts in one process)."""
-    decision.cache_clear()
 
 
 def is_support_ipc() -> bool:
