@@ -1,13 +1,12 @@
 """verl #6751/#6756/#6762/#6773 (closed, unfixed in every release): the rollout's IPC probe asks ``npu-smi`` of card 1.
 
 Mirrors: what the issues ask: the IPC decision from a card the host has, read once.
-Missing when: ``get_npu_versions`` (``verl/utils/device.py``) is 0.7.1's (card 1) or 0.8.0's to 0.9.1's (the first
-entry of ``ASCEND_VISIBLE_DEVICES`` and its half, A3's card) and the IPC decision is a release's. A host without that
-NPU then fails the vLLM rollout's start (``npu-smi`` exit status 215), so does one where no version can be read, and
-0.9.x asks ``npu-smi`` again at each weight sync (``bucketed_weight_transfer.py``), 0.9.1 even on an A5.
+Missing when: ``get_npu_versions`` (``verl/utils/device.py``) is a release's (0.7.1: card 1; 0.8.0 to 0.9.1: the first
+entry of ``ASCEND_VISIBLE_DEVICES`` and its half) and so is the IPC decision: a host without that NPU, or where no
+version can be read, fails the vLLM rollout's start, and 0.9.x asks again at each weight sync (docs/fixes.md).
 Does: rebinds the decision (0.7.1, 0.8.0: ``is_support_ipc``; 0.9.x: ``PlatformNPU.is_ipc_supported``) to one made
 once a process by :func:`decide`, which runs verl's own code asking a card the host has; where nothing can be read,
-shared memory and one warning (docs/fixes.md). On CUDA, or without an NPU, 0.7.1's and 0.8.0's own function runs.
+shared memory and one warning. On CUDA, or without an NPU, 0.7.1's and 0.8.0's own function runs.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """verl #7507 (open, no upstream fix): a Ray worker sets its NPU by the place of Ray's id in ASCEND_RT_VISIBLE_DEVICES.
 
-Mirrors: verl #7507: where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the position of the id Ray gives a worker
-in that list is its device index.
-Missing when: ``Worker._setup_env_cuda_visible_devices`` is a release's code (0.6.0 to 0.8.0 share one, 0.9.0 and
-0.9.1 another) and, where it runs, ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` is set (any value, as verl
-reads it) and ``ASCEND_RT_VISIBLE_DEVICES`` lists devices: verl calls ``set_device`` with Ray's physical id ("5" of
-"4,5,6,7"), which torch_npu refuses or which is another worker's NPU (docs/fixes.md).
+Mirrors: verl #7507: where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the position in it of the id Ray gives a
+worker is its device index.
+Missing when: ``Worker._setup_env_cuda_visible_devices`` is a release's code and, in the process importing it, both
+``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` (any value, as verl reads it) and ``ASCEND_RT_VISIBLE_DEVICES``
+are set: verl calls ``set_device`` with Ray's physical id ("5" of "4,5,6,7"), a wrong NPU or none (docs/fixes.md).
 Does: rebinds the method to :func:`setup_env_visible_devices`: verl's own function, the same code object, reading
 Ray's ``NPU`` ids as their places in that list ("5" -> "1") wherever both variables are set at the call.
 """

@@ -2,11 +2,10 @@
 
 Mirrors: the class in ``verl/workers/engine/mindspeed/transformer_impl.py``, registered for ``(value_model, megatron,
 npu)``, and its exports from ``verl.workers.engine``, ``.megatron`` and ``.mindspeed``.
-Missing when: verl's registry has nothing for ``(value_model, megatron, npu)`` although it has
-``MegatronEngineWithValueHead`` (0.6.x, 0.7.x, main before #6135); without it a Megatron critic on an NPU fails with
-``AssertionError: Unknown device: npu for model_type: value_model and backend: megatron``.
-Does: defines the class as upstream does, in upstream's module (so it pickles by reference), registers it through
-verl's own ``EngineRegistry.register`` and adds the exports.
+Missing when: verl's registry has nothing for that key although it has ``MegatronEngineWithValueHead`` (0.6.x, 0.7.x,
+main before #6135): a Megatron critic on an NPU fails with ``AssertionError: Unknown device: npu ...``.
+Does: defines the class in upstream's module (so it pickles by reference), registers it through verl's own
+``EngineRegistry.register`` and adds the exports.
 """
 
 from __future__ import annotations
