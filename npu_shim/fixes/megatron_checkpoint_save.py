@@ -1,9 +1,8 @@
 """Carry of verl #6322 to every torch from 2.8: megatron-core 0.12's distributed checkpoint save.
 
 Mirrors: ``apply_patch_megatron_v012_with_torch_v28(_v29)`` in ``verl/models/mcore/patch.py`` (torch 2.8/2.9 only).
-Missing when: megatron's ``filesystem_async`` calls torch's ``_write_item``, which requires ``serialization_format``
-(torch >= 2.8), and ``FileSystemWriterAsync.write_preloaded_data`` is megatron's and never names it (0.12.x; 0.13
-passes it): every checkpoint save fails (docs/fixes.md).
+Missing when: megatron's ``FileSystemWriterAsync`` never passes the ``serialization_format`` torch's ``_write_item``
+requires from 2.8 (megatron-core 0.12.x; 0.13 passes it): every checkpoint save fails (docs/fixes.md).
 Does: rebinds ``_write_item`` there to one passing ``SerializationFormat.TORCH_SAVE`` (torch's default, what megatron
 0.13 passes) where the caller gives none.
 """

@@ -2,10 +2,8 @@
 
 Mirrors: 0.9.0's ``_mindspeed_repatch`` (#6674), plus a mend upstream lacks, 0.9.1 too: ``use_flash_attn`` for the
 MindSpeed line in the process and what earlier engines left on (docs/fixes.md, docs/mindspeed-lines.md).
-Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's, 0.9.0's or 0.9.1's and verl bound MindSpeed's
-``repatch`` for it to call.
-Does: rebinds it to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`; both engines look the name up at call
-time.
+Missing when: it is exactly 0.8.0's, 0.9.0's or 0.9.1's and verl bound MindSpeed's ``repatch`` for it to call.
+Does: rebinds it to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`; both engines look it up at call time.
 """
 
 from __future__ import annotations
