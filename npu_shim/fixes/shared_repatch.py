@@ -36,12 +36,9 @@ def mindspeed_repatch(engine_config: Any) -> None:
         config["attention_backend"] = _attn_backend(backend)
     if engine_config.context_parallel_size > 1:
         config["context_parallel_size"] = engine_config.context_parallel_size
-    # use_flash_attn as upstream sets it (off under batch-invariant attention, else on by default),
-    # but for the MindSpeed line in this process and what earlier engines left on in it.
-    mindspeed_line.fit(config)
+    mindspeed_line.fit(config)  # use_flash_attn as upstream sets it, but for this MindSpeed line and process
     repatch(config)
-    # core_r0.18.0's double-ring options make MindSpeed read Megatron-LM's arguments in every model build: refused here
-    mindspeed_line.refuse_training_arguments(config)
+    mindspeed_line.refuse_training_arguments(config)  # core_r0.18.0's double-ring options, refused before the mesh
 
 
 def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
