@@ -18,15 +18,13 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _ANNOTATIONS = frozenset({"annotation", "returns", "type_comment"})
 
 
-def _is_docstring(node: ast.AST) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-
-
 def _kept(node: ast.AST, name: str, field: Any) -> Any:
     if name in _ANNOTATIONS:
         return None
-    if name == "body" and isinstance(node, _DEFINITIONS) and field and _is_docstring(field[0]):
-        return field[1:]
+    if name == "body" and isinstance(node, _DEFINITIONS) and field and isinstance(field[0], ast.Expr):
+        value = field[0].value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):  # a docstring
+            return field[1:]
     if name == "values" and isinstance(node, ast.JoinedStr):
         # some 3.12 releases (3.12.1 here) put an empty Constant after a replacement field in a format spec
         return [part for part in field if not (isinstance(part, ast.Constant) and part.value == "")]
