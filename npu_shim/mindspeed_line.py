@@ -51,10 +51,9 @@ def has_batch_invariant_attention() -> bool | None:
 
 
 def fit(config: dict[str, Any]) -> None:
-    """Set ``use_flash_attn`` in ``config`` (a copy of the engine's keys) for this MindSpeed line and what an earlier
-    engine in this process left on, and say what it left on. Upstream (#6674) turns fusion attention off for the
-    batch-invariant key on every line; why this does not, and when it must turn it off anyway: docs/mindspeed-lines.md.
-    """
+    """Set ``use_flash_attn`` in ``config`` (a copy of the engine's keys) for this MindSpeed line and what earlier
+    engines in this process left on, and say what they left on; where this differs from upstream's #6674, and why:
+    docs/mindspeed-lines.md."""
     defaults, current = _arguments()
     if defaults is not None and hasattr(defaults, BATCH_INVARIANT):
         _refuse_context_parallelism(config, current)
