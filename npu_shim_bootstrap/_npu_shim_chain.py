@@ -35,10 +35,9 @@ def _run_python2(entry):
     import imp
 
     try:
-        found = imp.find_module("sitecustomize", [entry])
+        source, path, description = imp.find_module("sitecustomize", [entry])
     except ImportError:
         return False
-    source, path, description = found
     try:
         if _is_ours(os.path.join(path, "__init__.py") if os.path.isdir(path) else path):
             return False
