@@ -8,7 +8,7 @@
 import os
 import sys
 
-from npu_shim.settings import SWITCHES, VERSION, WAITING
+from npu_shim.settings import SWITCHES, VERSION, WAITING, read_all
 
 __version__ = VERSION
 __all__ = ["__version__", "activate", "activated_via"]
@@ -21,11 +21,8 @@ def activate(via: str = "import") -> bool:
     """Activate the shim in this process, once however often called, before or after verl is imported; False when
     NPU_SHIM_DISABLE is set. After Megatron was imported, one warning says MegatronAdaptor came too late."""
     global _activated_via
-    if os.environ.keys() & SWITCHES.keys():
-        from npu_shim.settings import read_all
-
-        if read_all()["NPU_SHIM_DISABLE"]:  # every bad value is reported too
-            return False
+    if os.environ.keys() & SWITCHES.keys() and read_all()["NPU_SHIM_DISABLE"]:  # every bad value is reported too
+        return False
     if _activated_via is None:
         _activated_via = via
         from npu_shim import watcher

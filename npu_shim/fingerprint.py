@@ -1,14 +1,6 @@
-"""What a function's code says, as one hash: to recognise verl's own code exactly, not by its names.
-
-verl ships its sources, so a fingerprint is taken from the function's syntax tree, not its
-bytecode: the same source gives the same fingerprint on every Python the shim supports,
-including ones released after the table was generated. Left out: where the code lives (line
-and column numbers), comments and layout (the tree has none); what does not change what the
-code does (docstrings, type hints: a fork that adds hints is still verl's code); fields a
-Python version adds empty (``type_params=[]`` on 3.12, ``kind=None``: a field is hashed only
-when it holds something), and the empty f-string parts some 3.12 releases add.
-``scripts/fingerprints.py`` takes the fingerprints of released verl files without importing
-them; this module takes them of live functions, from the source file they were loaded from.
+"""What a function's code says, as one hash of its syntax tree: to recognise verl's own code exactly, on every Python
+(docs/design.md, "Recognition by fingerprint"). ``scripts/fingerprints.py`` takes the fingerprints of released verl
+files without importing them; this module takes them of live functions, from the source file they were loaded from.
 """
 
 from __future__ import annotations
@@ -16,34 +8,26 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+from collections.abc import Mapping
 from types import CodeType
 from typing import Any
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-# Type hints (of arguments, returns, annotated assignments) and type comments: no part of what the code does.
+# Type hints (of arguments, returns, annotated assignments) and type comments: no part of what the code does (a fork
+# that adds hints is still verl's code). Positions, comments and layout are not in the tree at all.
 _ANNOTATIONS = frozenset({"annotation", "returns", "type_comment"})
-
-
-def _without_docstring(node: ast.AST, body: list[ast.stmt]) -> list[ast.stmt]:
-    if isinstance(node, _DEFINITIONS) and body and isinstance(body[0], ast.Expr):
-        value = body[0].value
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            return body[1:]
-    return body
-
-
-def _empty_string(node: ast.AST) -> bool:
-    # some 3.12 releases (3.12.1 here) put an empty Constant after a replacement field in a format spec
-    return isinstance(node, ast.Constant) and node.value == ""
 
 
 def _kept(node: ast.AST, name: str, field: Any) -> Any:
     if name in _ANNOTATIONS:
         return None
-    if name == "body":
-        return _without_docstring(node, field)
+    if name == "body" and isinstance(node, _DEFINITIONS) and field and isinstance(field[0], ast.Expr):
+        value = field[0].value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):  # a docstring
+            return field[1:]
     if name == "values" and isinstance(node, ast.JoinedStr):
-        return [part for part in field if not _empty_string(part)]
+        # some 3.12 releases (3.12.1 here) put an empty Constant after a replacement field in a format spec
+        return [part for part in field if not (isinstance(part, ast.Constant) and part.value == "")]
     return field
 
 
@@ -52,6 +36,7 @@ def _canonical(value: Any) -> Any:
         fields = ((name, _kept(value, name, field)) for name, field in ast.iter_fields(value))
         return (
             type(value).__name__,
+            # a field some Python version adds empty (type_params=[] on 3.12, kind=None) is hashed only with a value
             tuple((name, _canonical(field)) for name, field in fields if field not in (None, [])),
         )
     if isinstance(value, list):
@@ -60,25 +45,20 @@ def _canonical(value: Any) -> Any:
 
 
 def node_fingerprint(node: ast.AST) -> str:
-    """A hex digest of ``node``'s syntax tree, as the module docstring says."""
+    """A hex digest of ``node``'s syntax tree, without what :func:`_kept` and :func:`_canonical` leave out."""
     return hashlib.sha256(repr(_canonical(node)).encode()).hexdigest()[:32]
 
 
-def find_definition(tree: ast.AST, qualname: str) -> ast.AST | None:
-    """The function (or class) ``qualname`` (e.g. ``"SomeClass.__init__"``) defined at the top of ``tree``."""
-    node: ast.AST | None = tree
+def source_fingerprint(source: str, qualname: str) -> str | None:
+    """The fingerprint of the function (or class) ``qualname`` (``"SomeClass.__init__"``) defined at the top of a
+    module's ``source``, or None where it defines no such function."""
+    node: ast.AST | None = ast.parse(source)
     for name in qualname.split("."):
         body = getattr(node, "body", [])
         node = next((n for n in body if isinstance(n, _DEFINITIONS) and n.name == name), None)
         if node is None:
             return None
-    return node
-
-
-def source_fingerprint(source: str, qualname: str) -> str | None:
-    """The fingerprint of ``qualname`` in a module's ``source``, or None where it defines no such function."""
-    node = find_definition(ast.parse(source), qualname)
-    return None if node is None else node_fingerprint(node)
+    return node_fingerprint(node)
 
 
 def function_fingerprint(function: Any) -> str | None:
@@ -109,8 +89,18 @@ def function_fingerprint(function: Any) -> str | None:
     return node_fingerprint(node)
 
 
+def parameters(function: Any) -> Mapping[str, inspect.Parameter]:
+    """The parameters ``function`` takes, by name; none where it has no signature Python can read (None, a builtin)."""
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
 def uses(code: Any, name: str) -> bool:
-    """Whether ``code`` (or code nested in it) uses ``name``: as a global, an attribute, a variable or a constant."""
+    """Whether ``code`` (a code object, or a function's or method's; or code nested in it) uses ``name``: as a global,
+    an attribute, a variable or a constant. Anything without code uses nothing."""
+    code = getattr(getattr(code, "__func__", code), "__code__", code)
     if not isinstance(code, CodeType):
         return False
     if name in code.co_names or name in code.co_varnames:

@@ -1,7 +1,5 @@
-"""The hook: wrapt post-import hooks on every module a fix watches, registered once verl is being imported.
-
-A failure inside a hook (which would fail verl's import) is reverted and warned about once; verl goes on as it
-shipped (``NPU_SHIM_STRICT=1`` raises instead).
+"""The hook: wrapt post-import hooks on every module a fix watches, registered once verl is being imported. A failure
+inside one (which would fail verl's import) is reverted and warned about once (``NPU_SHIM_STRICT=1``: raised).
 """
 
 from __future__ import annotations

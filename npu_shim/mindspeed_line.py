@@ -1,17 +1,8 @@
-"""What the MindSpeed in this process does with an engine's config: the line it is, and what earlier engines set.
+"""What the MindSpeed in this process does with an engine's config: the line it is, and what earlier engines set
+(how the lines differ, and why a key one engine set stays on for the next: docs/mindspeed-lines.md).
 
-MindSpeed's lines differ where verl's config reaches them. Only ``core_r0.16.0`` has
-batch-invariant flash attention (``use_flash_attn_npu_batch_invariant``); there it replaces
-the same ``DotProductAttention.forward`` as fusion attention (``use_flash_attn``), so the two
-cannot both be on. On every other line (``2.3.0_core_r0.12.1``/``f2b0977e``, ``core_r0.17.0``,
-``core_r0.18.0``) the key does nothing, and turning fusion attention off for it leaves
-Megatron's unfused attention. On every line ``repatch`` only adds keys to one argument
-namespace per process, and its patches are class-level: verl builds colocated roles' engines
-one after the other in one process, so a key one engine set stays on for the next.
-
-Read through the ``mindspeed.args_utils`` that verl's import of ``mindspeed.megatron_adaptor``
-loaded; nothing here imports MindSpeed. Anything unreadable means "unknown", and the caller
-keeps upstream's behaviour.
+Read through the ``mindspeed.args_utils`` that verl's import of ``mindspeed.megatron_adaptor`` loaded; nothing here
+imports MindSpeed. Anything unreadable means "unknown", and the caller keeps upstream's behaviour.
 """
 
 from __future__ import annotations
@@ -60,16 +51,9 @@ def has_batch_invariant_attention() -> bool | None:
 
 
 def fit(config: dict[str, Any]) -> None:
-    """Set ``use_flash_attn`` in ``config`` (a copy of the engine's keys) for this MindSpeed, and say what
-    an earlier engine in this process left on.
-
-    Upstream (#6674) turns fusion attention off whenever the batch-invariant key is set.
-    That is right only where MindSpeed has the feature; where it has none, fusion attention
-    stays as the config says (on by default). Where it has the feature and an earlier engine
-    in this process turned it on, it is still on for this engine, so fusion attention must be
-    off here too or MindSpeed raises ``the patch of forward exist !``. Batch-invariant attention
-    with context parallelism is refused: see :func:`_refuse_context_parallelism`.
-    """
+    """Set ``use_flash_attn`` in ``config`` (a copy of the engine's keys) for this MindSpeed line and what earlier
+    engines in this process left on, and say what they left on; where this differs from upstream's #6674, and why:
+    docs/mindspeed-lines.md."""
     defaults, current = _arguments()
     if defaults is not None and hasattr(defaults, BATCH_INVARIANT):
         _refuse_context_parallelism(config, current)
@@ -124,11 +108,8 @@ def _note_inherited_keys(config: Mapping[str, Any], defaults: Namespace | None, 
 
 
 def _refuse_context_parallelism(config: Mapping[str, Any], current: Namespace | None) -> None:
-    """Batch-invariant attention replaces MindSpeed's context-parallel (ring) attention: refuse CP > 1 with it.
-
-    MindSpeed's own argument validation rejects the pair, but ``repatch`` validates nothing: the
-    engine builds, and each CP rank attends only to its own part of the sequence.
-    """
+    """Batch-invariant attention replaces MindSpeed's context-parallel (ring) attention: refuse CP > 1 with it
+    (MindSpeed's own argument check rejects the pair, but ``repatch`` checks nothing and the engine would build)."""
     batch_invariant = config.get(BATCH_INVARIANT, getattr(current, BATCH_INVARIANT, False))
     size = config.get("context_parallel_size", getattr(current, "context_parallel_size", 1))
     if batch_invariant and int(size) > 1:
@@ -141,14 +122,9 @@ def _refuse_context_parallelism(config: Mapping[str, Any], current: Namespace | 
 
 
 def refuse_training_arguments(config: Mapping[str, Any]) -> None:
-    """After ``repatch``: refuse a ``TEDotProductAttention.__init__`` MindSpeed wrapped to read Megatron-LM's arguments.
-
-    MindSpeed ``core_r0.18.0`` at CP > 1 with ``cp_window_size != 1`` or ``use_cp_send_recv_overlap`` wraps it to
-    hand those options to TransformerEngineNPU, read from ``megatron.training.get_args()``: Megatron-LM's training
-    arguments, which verl never initialises, so the model build dies there (``AssertionError: args is not
-    initialized.``), after the device mesh. Told by what ``repatch`` did, not by the line: a wrapper whose code
-    imports ``megatron.training`` while ``get_args()`` gives no arguments in this process.
-    """
+    """After ``repatch``: refuse a ``TEDotProductAttention.__init__`` MindSpeed wrapped to read Megatron-LM's arguments
+    (``core_r0.18.0``'s double-ring options at CP > 1), which verl never initialises: the model build would die after
+    the device mesh. Told by what ``repatch`` did, not by the line (docs/mindspeed-lines.md)."""
     module = sys.modules.get(TE_ATTENTION_MODULE)  # imported by MindSpeed's patches where it wraps anything there
     if not _reads_training_arguments(getattr(getattr(module, "TEDotProductAttention", None), "__init__", None)):
         return
@@ -178,7 +154,7 @@ def _reads_training_arguments(function: Any) -> bool:
     seen: set[int] = set()
     while hasattr(function, "__wrapped__") and id(function) not in seen:
         seen.add(id(function))
-        if uses(getattr(function, "__code__", None), MEGATRON_TRAINING):
+        if uses(function, MEGATRON_TRAINING):
             return True
         function = function.__wrapped__
     return False
@@ -186,9 +162,7 @@ def _reads_training_arguments(function: Any) -> bool:
 
 def _training_arguments_failure() -> str | None:
     """What ``megatron.training.get_args()`` does in this process instead of giving arguments; None if it gives them.
-
-    Not imported here: Megatron-LM's arguments live in that package, so where nothing imported it none exist.
-    """
+    Not imported here: Megatron-LM's arguments live in that package, so where nothing imported it none exist."""
     training = sys.modules.get(MEGATRON_TRAINING)
     if training is None:
         return f"nothing in this process imported {MEGATRON_TRAINING}, so nothing initialised its arguments"

@@ -79,9 +79,6 @@ class Writer:
         self._undo: list[Callable[[], None]] = []
         self._replaced: list[tuple[Any, str]] = []  # by the fix being applied
 
-    def __len__(self) -> int:
-        return len(self._undo)
-
     def bind(self, owner: Any, attribute: str, value: Any, *, ours: bool = True) -> None:
         """Set ``owner.attribute`` to ``value``: npu_shim's own (marked), or verl's bound under another name."""
         if ours:

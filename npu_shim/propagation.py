@@ -14,7 +14,6 @@ from typing import Any
 from npu_shim.settings import BOOTSTRAP, BOOTSTRAP_MARKER, PACKAGE, PACKAGE_DIR, VERL_MODULES, switch
 
 INSTALLED_BOOTSTRAP_DIR = os.path.join(os.path.dirname(PACKAGE_DIR), BOOTSTRAP)  # beside the package, not inside it
-VERL_ROUTE = VERL_MODULES
 PYTHONPATH_ROUTE = "PYTHONPATH"
 HYDRA_KEY = "+ray_kwargs.ray_init.runtime_env"
 # A string Hydra reads as that same string without quotes: no separators (, : = spaces), not a number,
@@ -103,7 +102,7 @@ def default_route(package_dir: str | None = None) -> str:
     """verl's own route for an installed shim (``package_dir``: the one workers import, by default this one); a
     checkout is not importable by workers without PYTHONPATH."""
     installed = bootstrap_dir(package_dir) == os.path.join(os.path.dirname(package_dir or PACKAGE_DIR), BOOTSTRAP)
-    return VERL_ROUTE if installed else PYTHONPATH_ROUTE
+    return VERL_MODULES if installed else PYTHONPATH_ROUTE
 
 
 def hydra_value(value: Any) -> str:
@@ -127,7 +126,7 @@ def hydra_override(env: dict[str, Any]) -> str | None:
 
 
 def render(route: str, as_json: bool, package_dir: str | None = None) -> str:
-    env = verl_modules_runtime_env() if route == VERL_ROUTE else ray_runtime_env(bootstrap=bootstrap_dir(package_dir))
+    env = verl_modules_runtime_env() if route == VERL_MODULES else ray_runtime_env(bootstrap=bootstrap_dir(package_dir))
     if as_json:
         return json.dumps(env)
     override = hydra_override(env)
@@ -139,6 +138,6 @@ def render(route: str, as_json: bool, package_dir: str | None = None) -> str:
             "# verl trainer override:",
             shlex.quote(override)
             if override
-            else f"# none for this route (it needs Ray's ${{PYTHONPATH}} expansion); use --route {VERL_ROUTE}",
+            else f"# none for this route (it needs Ray's ${{PYTHONPATH}} expansion); use --route {VERL_MODULES}",
         ]
     )

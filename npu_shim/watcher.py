@@ -7,7 +7,7 @@ import os
 import sys
 from types import ModuleType
 
-from npu_shim.settings import PACKAGE, VERL_MODULES, WAITING, switch, warn_once
+from npu_shim.settings import PACKAGE, VERL_MODULES, WAITING, read_all, switch, warn_once
 
 # The import system's own classes: importlib (and warnings, which it imports) is not loaded in every process.
 _PathFinder = sys.modules["_frozen_importlib_external"].PathFinder
@@ -43,8 +43,6 @@ def find_spec(name: str, path: object = None, target: object = None) -> "_Module
     stop_waiting(top)  # first: MegatronAdaptor imports Megatron itself, the hook's import of wrapt may import anything
     if top == VERL:
         if any(variable.startswith("NPU_SHIM_") for variable in os.environ):
-            from npu_shim.settings import read_all
-
             read_all()  # each bad value reported here, once, not by every interpreter that starts
         install_hook()
     elif top == MEGATRON and adaptor_wanted():

@@ -1,10 +1,7 @@
-"""What npu_shim's start-up rarely needs (2.7 syntax): every case but the common one, and a sitecustomize it hides.
-
-npu_shim's sitecustomize decides the common case itself (npu_shim serves this interpreter, NPU_SHIM_DISABLE is
-unset, no later ``sitecustomize.py``). Every other case comes here, decided the same way but with realpaths (a
-venv's lib64 is its lib). Python's ``site`` imports the first ``sitecustomize`` on ``sys.path`` and stops, so ours
-would hide a later one (a container's own, OpenTelemetry's launcher): this runs it after ours, as ``site`` would
-have, an error in it reported the same way. It takes itself out of sys.modules again.
+"""What npu_shim's start-up rarely needs (2.7 syntax): every case but the common one (docs/design.md), decided with
+realpaths (a venv's lib64 is its lib), and the later ``sitecustomize`` ours hides (``site`` imports only the first on
+sys.path: a container's own, OpenTelemetry's launcher), run after ours as ``site`` would have, an error in it reported
+the same way. It takes itself out of sys.modules again.
 """
 
 import os
@@ -38,10 +35,9 @@ def _run_python2(entry):
     import imp
 
     try:
-        found = imp.find_module("sitecustomize", [entry])
+        source, path, description = imp.find_module("sitecustomize", [entry])
     except ImportError:
         return False
-    source, path, description = found
     try:
         if _is_ours(os.path.join(path, "__init__.py") if os.path.isdir(path) else path):
             return False

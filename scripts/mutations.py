@@ -384,7 +384,7 @@ MUTATIONS = [
     Mutation(
         "fingerprint: 3.12's empty f-string parts kept (the table then depends on the Python)",
         "npu_shim/fingerprint.py:_kept",
-        old="        return [part for part in field if not _empty_string(part)]\n",
+        old='        return [part for part in field if not (isinstance(part, ast.Constant) and part.value == "")]\n',
         new="        return field\n",
     ),
     Mutation(
@@ -457,10 +457,16 @@ MUTATIONS = [
         new="",
     ),
     Mutation(
-        "value_engine: the class repatches after the device mesh",
+        "value_engine: the class without upstream's mesh init (it never repatches)",
         "npu_shim/fixes/value_engine.py:build_engine_class",
-        old="            mindspeed_repatch(self.engine_config)\n            super()._init_device_mesh()\n",
-        new="            super()._init_device_mesh()\n            mindspeed_repatch(self.engine_config)\n",
+        old="_init_device_mesh = repatch_then_init_device_mesh(MindspeedEngineWithValueHead)",
+        new="_init_device_mesh = value_head_engine._init_device_mesh",
+    ),
+    Mutation(
+        "shared_repatch: a MindSpeed engine (value or LM head) repatches after the device mesh",
+        "npu_shim/fixes/shared_repatch.py:repatch_then_init_device_mesh",
+        old="        mindspeed_repatch(self.engine_config)\n        super(engine_class, self)._init_device_mesh()\n",
+        new="        super(engine_class, self)._init_device_mesh()\n        mindspeed_repatch(self.engine_config)\n",
     ),
     Mutation(
         "value_engine: (device, vendor) registry keys not recognised",
@@ -483,8 +489,8 @@ MUTATIONS = [
         new="",
     ),
     Mutation(
-        "lm_engine_repatch: the mesh init's super() taken from the instance's class",
-        "npu_shim/fixes/lm_engine_repatch.py:repatch_then_init_device_mesh",
+        "shared_repatch: the mesh init's super() taken from the instance's class",
+        "npu_shim/fixes/shared_repatch.py:repatch_then_init_device_mesh",
         old="        super(engine_class, self)._init_device_mesh()\n",
         new="        super(type(self), self)._init_device_mesh()\n",
     ),
@@ -531,8 +537,7 @@ MUTATIONS = [
     Mutation(
         "megatron_checkpoint_metadata: judged not applicable where torch's writer copies the metadata",
         "npu_shim/fixes/megatron_checkpoint_metadata.py:judge",
-        old='    if not (uses(_code(FileSystemWriter.finish), "dataclasses") and uses(_code(FileSystemWriter.finish), '
-        '"replace")):\n',
+        old='    if not (uses(FileSystemWriter.finish, "dataclasses") and uses(FileSystemWriter.finish, "replace")):\n',
         new="    if True:\n",
         survives_because="the unit layer has no torch or Megatron: tests/matrix/test_upstream_fixes.py kills it in "
         "the 0.9.1-a5 environment",
@@ -567,8 +572,8 @@ MUTATIONS = [
     Mutation(
         "npu_smi_card: the IPC decision made again at each check (npu-smi at every weight sync)",
         "npu_shim/fixes/npu_smi_card.py:decision",
-        old='    if "ipc" not in _decided:\n',
-        new="    if True:\n",
+        old="@cache  #",
+        new="#",
     ),
     Mutation(
         "npu_smi_card: the visible-device variables never read (a host's listing only)",

@@ -1,21 +1,17 @@
 """Backport of the LM-head engine's repatch placement (verl #5697, then #6135's shared function).
 
-Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` of verl >= 0.8.0: ``_mindspeed_repatch(self.engine_config)``,
-then Megatron's own ``_init_device_mesh``.
-Missing when: the class repatches at the end of ``__init__`` instead (0.6.x, 0.7.x; recognised by fingerprint):
-after Megatron's parallel state exists, too late for MindSpeed's context-parallel wrapper (at CP >= 2 the actor's
-first forward fails); 0.7.1 also writes ``use_flash_attn`` into the user's ``override_transformer_config``.
+Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` of verl >= 0.8.0: the repatch, then Megatron's mesh init.
+Missing when: the class repatches at the end of ``__init__`` instead (0.6.x, 0.7.x; by fingerprint): too late for
+MindSpeed's context-parallel wrapper, and on 0.7.1 into the user's ``override_transformer_config`` (docs/fixes.md).
 Does: drops that ``__init__`` (Megatron's is inherited, as upstream's effectively is) and adds upstream's
 ``_init_device_mesh``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
-from npu_shim.fixes.shared_repatch import mindspeed_repatch
+from npu_shim.fixes.shared_repatch import repatch_then_init_device_mesh
 from npu_shim.patcher import Fix, Writer, is_ours
 from npu_shim.recognition import KnownFunction
 
@@ -43,15 +39,6 @@ LM_INIT = KnownFunction(
     has_change=repatches_in_mesh_init,
     needed_on_any_version=True,  # no _init_device_mesh of its own: the repatch is in __init__, after the mesh
 )
-
-
-def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
-    def _init_device_mesh(self: Any) -> None:
-        mindspeed_repatch(self.engine_config)
-        super(engine_class, self)._init_device_mesh()
-
-    _init_device_mesh.__qualname__ = f"{engine_class.__qualname__}._init_device_mesh"
-    return _init_device_mesh
 
 
 def edit(engine_package: ModuleType, writer: Writer) -> None:

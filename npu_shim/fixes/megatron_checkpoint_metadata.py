@@ -1,13 +1,10 @@
 """megatron-core 0.12's checkpoint metadata through torch 2.10's writer: a resumed run loads what it saved.
 
-Mirrors: megatron-core 0.15's ``MCoreMetadata`` (a ``Metadata`` declaring ``mcore_data``); no verl change: verl
-0.9.1's A5 image pairs megatron-core 0.12.0 with torch 2.10, and upstream has no fix for that pairing.
-Missing when: torch's ``FileSystemWriter.finish`` copies the metadata with ``dataclasses.replace`` (2.10; 2.13 writes
-the caller's object), which keeps declared fields only, and megatron's save planner sets ``mcore_data`` undeclared,
-which its load reads: every load of a distributed-optimizer state dies with ``AttributeError: 'Metadata' object has
-no attribute 'mcore_data'``.
-Does: gives ``FileSystemWriterAsync`` a ``finish`` that hands the one it had a ``Metadata`` of a subclass declaring
-the extras (so the copy keeps them), pickled as torch's own ``Metadata``: the file loads with the shim or without.
+Mirrors: megatron-core 0.15's ``MCoreMetadata`` (a ``Metadata`` declaring ``mcore_data``); no verl change.
+Missing when: torch's ``FileSystemWriter.finish`` pickles a ``dataclasses.replace`` copy of the metadata (2.10), which
+drops the ``mcore_data`` megatron's save planner sets undeclared and its load reads (docs/fixes.md).
+Does: gives ``FileSystemWriterAsync`` a ``finish`` that hands on a ``Metadata`` of a subclass declaring the extras (so
+the copy keeps them), pickled as torch's own ``Metadata``: the file loads with the shim or without.
 """
 
 from __future__ import annotations
@@ -28,10 +25,6 @@ WRITER = "FileSystemWriterAsync"
 EXTRA = "mcore_data"
 
 
-def _code(function: Any) -> Any:
-    return getattr(getattr(function, "__func__", function), "__code__", None)
-
-
 def judge(module: ModuleType) -> Outcome:
     """Not a fingerprint of verl's code: megatron-core's and torch's, read by what they do with ``mcore_data``."""
     writer = getattr(sys.modules.get(WRITER_MODULE), WRITER, None)
@@ -40,13 +33,13 @@ def judge(module: ModuleType) -> Outcome:
     from torch.distributed.checkpoint.filesystem import FileSystemWriter
     from torch.distributed.checkpoint.metadata import Metadata
 
-    if not (uses(_code(FileSystemWriter.finish), "dataclasses") and uses(_code(FileSystemWriter.finish), "replace")):
+    if not (uses(FileSystemWriter.finish, "dataclasses") and uses(FileSystemWriter.finish, "replace")):
         return Outcome(NAME, NOT_APPLICABLE, "this torch's checkpoint writer pickles the caller's Metadata itself")
     planner = getattr(getattr(module, "MCoreSavePlanner", None), "create_global_plan", None)
     declared = EXTRA in {field.name for field in dataclasses.fields(Metadata)} or hasattr(module, "MCoreMetadata")
-    if declared or not uses(_code(planner), EXTRA):
+    if declared or not uses(planner, EXTRA):
         return Outcome(NAME, NOT_APPLICABLE, f"megatron-core sets no undeclared {EXTRA} (0.15 and later declare it)")
-    if not uses(_code(getattr(module, "get_reformulation_metadata", None)), EXTRA):
+    if not uses(getattr(module, "get_reformulation_metadata", None), EXTRA):
         return Outcome(NAME, NOT_APPLICABLE, f"megatron-core's load does not read {EXTRA}")
     return Outcome(
         NAME, MISSING, f"torch's writer copies the Metadata with its declared fields only, losing megatron's {EXTRA}:"

@@ -1,11 +1,8 @@
 """Carry of verl #6322 to every torch from 2.8: megatron-core 0.12's distributed checkpoint save.
 
-Mirrors: ``apply_patch_megatron_v012_with_torch_v28(_v29)`` in ``verl/models/mcore/patch.py``, which acts on torch
-2.8.0 (0.7.1) or 2.8.0/2.9.0 (0.8.0 on) only; torch 2.8 made ``serialization_format`` a required argument of
-``torch.distributed.checkpoint.filesystem._write_item``, which megatron-core 0.12 calls without it.
-Missing when: megatron's ``filesystem_async`` calls torch's ``_write_item``, which requires the argument, and
-``FileSystemWriterAsync.write_preloaded_data`` is megatron's and never names it (0.12.x; 0.13 passes it). Without it
-every checkpoint save fails: ``_write_item() missing 1 required positional argument: 'serialization_format'``.
+Mirrors: ``apply_patch_megatron_v012_with_torch_v28(_v29)`` in ``verl/models/mcore/patch.py`` (torch 2.8/2.9 only).
+Missing when: megatron's ``FileSystemWriterAsync`` never passes the ``serialization_format`` torch's ``_write_item``
+requires from 2.8 (megatron-core 0.12.x; 0.13 passes it): every checkpoint save fails (docs/fixes.md).
 Does: rebinds ``_write_item`` there to one passing ``SerializationFormat.TORCH_SAVE`` (torch's default, what megatron
 0.13 passes) where the caller gives none.
 """
@@ -17,7 +14,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from npu_shim.fingerprint import uses
+from npu_shim.fingerprint import parameters, uses
 from npu_shim.patcher import MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, get_original
 
 NAME = "megatron_checkpoint_save"
@@ -28,10 +25,7 @@ WRITE_ITEM = "_write_item"
 
 
 def _requires_format(write_item: Any) -> bool:
-    try:
-        parameter = inspect.signature(write_item).parameters.get(FORMAT)
-    except (TypeError, ValueError):
-        return False
+    parameter = parameters(write_item).get(FORMAT)
     return parameter is not None and parameter.default is inspect.Parameter.empty
 
 

@@ -1,14 +1,9 @@
 """verl's ``_mindspeed_repatch`` of 0.8.0 to 0.9.1 made the shim's: #6674 carried to 0.8.0, and per MindSpeed line.
 
-Mirrors: ``_mindspeed_repatch`` of verl 0.9.0 (#6674): a string ``attention_backend`` mapped to ``AttnBackend``, and
-fusion attention off under ``use_flash_attn_npu_batch_invariant``; plus a mend upstream lacks (0.9.1 too): only
-MindSpeed ``core_r0.16.0`` has batch-invariant attention, so elsewhere 0.9.x silently runs Megatron's unfused
-attention, and colocated engines built one after another meet what an earlier one left on (on ``core_r0.16.0``:
-``RuntimeError: the patch of forward exist !``; 0.8.0 hits it on any batch-invariant run).
-Missing when: verl's ``_mindspeed_repatch`` is exactly 0.8.0's, 0.9.0's or 0.9.1's and verl bound MindSpeed's
-``repatch`` for it to call.
-Does: rebinds it to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch` (upstream's function plus
-:func:`npu_shim.mindspeed_line.fit`); both engines look the name up at call time.
+Mirrors: 0.9.0's ``_mindspeed_repatch`` (#6674), plus a mend upstream lacks, 0.9.1 too: ``use_flash_attn`` for the
+MindSpeed line in the process and what earlier engines left on (docs/fixes.md, docs/mindspeed-lines.md).
+Missing when: it is exactly 0.8.0's, 0.9.0's or 0.9.1's and verl bound MindSpeed's ``repatch`` for it to call.
+Does: rebinds it to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`; both engines look it up at call time.
 """
 
 from __future__ import annotations

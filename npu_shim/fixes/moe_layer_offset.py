@@ -1,10 +1,9 @@
 """Backport of verl #5580 ("Support compatibility enhancements of vp_stage", in 0.8.0) to verl 0.7.1.
 
-Mirrors: ``verl.utils.megatron.router_replay_utils.get_moe_num_layers_to_build`` after #5580: Megatron's
+Mirrors: ``get_moe_num_layers_to_build`` (``verl.utils.megatron.router_replay_utils``) after #5580: Megatron's
 ``get_transformer_layer_offset`` is given ``vp_stage`` and ``pp_rank`` only where it takes them.
 Missing when: the function is exactly PyPI 0.7.1's, which always passes both, and megatron-core's offset function
-takes neither (0.12.1, verl's v0.7.1 Ascend image's): every forward of every Megatron engine, MoE or not, dies with
-``TypeError: get_transformer_layer_offset() got an unexpected keyword argument 'vp_stage'``.
+takes neither (0.12.1): every forward of every Megatron engine dies with ``TypeError`` (docs/fixes.md).
 Does: rebinds the function in that module, whose callers look the name up at call time.
 """
 
@@ -15,6 +14,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from npu_shim.fingerprint import parameters
 from npu_shim.recognition import Rebinding
 
 NAME = "moe_layer_offset"
@@ -39,11 +39,7 @@ moe_num_layers_to_build.__qualname__ = UPSTREAM_NAME  # where it lives once appl
 
 def megatron_takes_the_keywords(module: ModuleType) -> str:
     """Why verl's 0.7.1 code needs nothing beside this megatron-core (``""`` where it does)."""
-    offset_of = getattr(module, "get_transformer_layer_offset", None)
-    try:
-        taken = inspect.signature(offset_of).parameters
-    except (TypeError, ValueError):
-        return ""
+    taken = parameters(getattr(module, "get_transformer_layer_offset", None))
     if all(name in taken for name in OFFSET_KEYWORDS):
         return "this megatron-core's get_transformer_layer_offset takes both keywords"
     return ""

@@ -1,23 +1,12 @@
 """verl #6751/#6756/#6762/#6773 (closed, unfixed in every release): the rollout's IPC probe asks ``npu-smi`` of card 1.
 
 Mirrors: what the issues ask: the IPC decision from a card the host has, read once.
-Missing when: ``get_npu_versions`` (``verl/utils/device.py``) is 0.7.1's (``npu-smi info -t board -i 1``, nothing
-else) or 0.8.0's to 0.9.1's (then the first entry of ``ASCEND_VISIBLE_DEVICES`` and its half, A3's card, and only
-that variable), and the IPC decision is a release's: 0.7.1's and 0.8.0's ``is_support_ipc`` (``utils/device.py``),
-0.9.0's and 0.9.1's ``PlatformNPU.is_ipc_supported`` (``plugin/platform/platform_npu.py``). A host without NPU 1 (its
-cards ``0``, or ``4-7``) then fails the vLLM rollout's start, ``RuntimeError: Failed to execute npu-smi command ...
-exit status 215``; where no version can be read (no ``npu-smi``, no CANN info file) it fails too; and 0.9.x asks
-``npu-smi`` again at each weight sync (``bucketed_weight_transfer.py``), 0.9.1 even on an A5, which needs no answer.
+Missing when: ``get_npu_versions`` (``verl/utils/device.py``) is a release's (0.7.1: card 1; 0.8.0 to 0.9.1: the first
+entry of ``ASCEND_VISIBLE_DEVICES`` and its half) and so is the IPC decision: a host without that NPU, or where no
+version can be read, fails the vLLM rollout's start, and 0.9.x asks again at each weight sync (docs/fixes.md).
 Does: rebinds the decision (0.7.1, 0.8.0: ``is_support_ipc``; 0.9.x: ``PlatformNPU.is_ipc_supported``) to one made
-once a process by :func:`decide`: on 0.9.1 an A5 (torch_npu's chip name, as 0.9.1 tells it) is IPC without
-``npu-smi``; else verl's own ``get_npu_versions`` and ``check_ipc_version_support`` run, the first reading
-``subprocess`` as :class:`BoardQuery`, whose board query asks a card the host has; where nothing can be read, shared
-memory (IPC False) and one warning that says why. On CUDA, or without an NPU, 0.7.1's and 0.8.0's own function runs.
-Why those objects: they are the narrowest every caller goes through on each release. ``get_npu_versions`` alone is
-not enough: its callers turn any failure into ``RuntimeError``, and its answer cannot say "unreadable, take shared
-memory" without inventing versions. 0.9.x's ``is_support_ipc`` only delegates to the platform's method, which
-anything holding the platform calls directly; 0.7.1's and 0.8.0's callers bind ``is_support_ipc`` by name, after this
-module's hook has rebound it.
+once a process by :func:`decide`, which runs verl's own code asking a card the host has; where nothing can be read,
+shared memory and one warning. On CUDA, or without an NPU, 0.7.1's and 0.8.0's own function runs.
 """
 
 from __future__ import annotations
@@ -28,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from types import ModuleType
 from typing import Any
 
@@ -36,7 +26,6 @@ from npu_shim.recognition import KnownFunction, Rebinding
 
 NAME = "npu_smi_card"
 WATCHES = "verl.utils.device"  # on 0.9.x its import has imported the platform module too (platform_manager does)
-PLATFORM = "verl.plugin.platform.platform_npu"
 BOARD_QUERY = ["npu-smi", "info", "-t", "board", "-i"]  # then the NPU ID: verl's only use of npu-smi
 VISIBLE = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES")  # docker's and Ray's, then Kubernetes'
 A5_NAMES = ("Ascend910_95", "Ascend950")  # what verl 0.9.1 looks for in torch_npu's chip name
@@ -125,10 +114,8 @@ class BoardQuery:
                 yield card
 
 
-def is_a5(device: ModuleType) -> bool:
-    """Whether this verl answers an A5 without versions (0.9.1) and torch_npu names an A5 chip."""
-    if getattr(getattr(device, "AscendHardwareVersion", None), "A5", None) is None:
-        return False
+def names_an_a5() -> bool:
+    """Whether torch_npu names an A5 chip, as verl 0.9.1 reads the name."""
     try:
         import torch_npu
 
@@ -140,12 +127,12 @@ def is_a5(device: ModuleType) -> bool:
 
 def decide(device: ModuleType, environ: Any = os.environ, run: Callable[..., Any] = subprocess.run) -> Decision:
     """The IPC decision, from verl's own code in ``device`` (``verl.utils.device``), asking a card the host has."""
-    if is_a5(device):
+    a5 = getattr(getattr(device, "AscendHardwareVersion", None), "A5", None)  # 0.9.1's, which answers an A5 as IPC
+    if a5 is not None and names_an_a5():
         return Decision(True, "", "an A5 (torch_npu's chip name): IPC, as verl 0.9.1 decides, without npu-smi")
     board = BoardQuery(environ, run)
     try:
         *hardware, software, cann = with_globals(get_original(device, "get_npu_versions"), subprocess=board)()
-        a5 = getattr(getattr(device, "AscendHardwareVersion", None), "A5", None)
         ipc = bool(a5 is not None and hardware and hardware[0] == a5) or device.check_ipc_version_support(
             software, cann
         )
@@ -156,19 +143,10 @@ def decide(device: ModuleType, environ: Any = os.environ, run: Callable[..., Any
     return Decision(ipc, board.card, f"npu-smi's board of NPU {board.card}: Software Version {software}, CANN {cann}")
 
 
-_decided: dict[str, Decision] = {}  # this process's decision, made at the first call (two threads may both make it)
-
-
+@cache  # made at the first call (two threads may both make it)
 def decision() -> Decision:
-    """This process's decision: made once, by :func:`decide`."""
-    if "ipc" not in _decided:
-        _decided["ipc"] = decide(sys.modules[WATCHES])
-    return _decided["ipc"]
-
-
-def forget() -> None:
-    """Decide again at the next call (for tests of several hosts in one process)."""
-    _decided.clear()
+    """This process's decision: made once, by :func:`decide` (``decision.cache_clear()``: again at the next call)."""
+    return decide(sys.modules[WATCHES])
 
 
 def is_support_ipc() -> bool:
@@ -204,6 +182,7 @@ def decider(source: str, missing_in: tuple[str, ...], replacement: Callable[...,
                      replacement=replacement, applied=applied)  # fmt: skip
 
 
+# 0.7.1's and 0.8.0's callers bind is_support_ipc by name, after the hook has rebound it in verl.utils.device.
 DECIDERS = (
     decider("verl/utils/device.py:is_support_ipc", ("0.7.1", "0.8.0"), is_support_ipc),
     decider("verl/plugin/platform/platform_npu.py:PlatformNPU.is_ipc_supported", ("0.9.0", "0.9.1"), is_ipc_supported),

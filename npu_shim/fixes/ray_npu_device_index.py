@@ -1,26 +1,18 @@
 """verl #7507 (open, no upstream fix): a Ray worker sets its NPU by the place of Ray's id in ASCEND_RT_VISIBLE_DEVICES.
 
-Mirrors: verl #7507: where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the position of the id Ray gives a worker
-in that list is its device index.
-Missing when: ``Worker._setup_env_cuda_visible_devices`` (``verl/single_controller/base/worker.py``) is a release's
-code (0.6.0 to 0.8.0 share one, 0.9.0 and 0.9.1 another), ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` is set
-(any value, as verl reads it; verl's own SGLang-on-NPU guide sets it) and ``ASCEND_RT_VISIBLE_DEVICES`` lists devices,
-in the process verl's worker module is imported in (a Ray worker inherits both from the node or its job's
-``runtime_env``). verl then takes Ray's physical id (``"5"`` of ``4,5,6,7``) as ``LOCAL_RANK`` and calls
-``set_device(5)``: torch_npu raises ``Invalid device ID`` (four devices visible), or, for an id below the count,
-takes another NPU than Ray gave.
-Does: rebinds the method to :func:`setup_env_visible_devices`, which runs verl's own function, the same code object,
-with Ray's runtime context reporting each ``NPU`` id as its position in ``ASCEND_RT_VISIBLE_DEVICES`` (``"5"`` ->
-``"1"``). An id the list lacks, a GPU's, and every call where the two variables are not both set at that time, get
-verl's function as it is.
+Mirrors: verl #7507: where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the position in it of the id Ray gives a
+worker is its device index.
+Missing when: ``Worker._setup_env_cuda_visible_devices`` is a release's code and, in the process importing it, both
+``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` (any value, as verl reads it) and ``ASCEND_RT_VISIBLE_DEVICES``
+are set: verl calls ``set_device`` with Ray's physical id ("5" of "4,5,6,7"), a wrong NPU or none (docs/fixes.md).
+Does: rebinds the method to :func:`setup_env_visible_devices`: verl's own function, the same code object, reading
+Ray's ``NPU`` ids as their places in that list ("5" -> "1") wherever both variables are set at the call.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from types import FunctionType
 from typing import Any
 
 from npu_shim.patcher import get_original, with_globals
@@ -79,19 +71,13 @@ class _RayWithIndices:
         return _ContextWithIndices(self._ray.get_runtime_context(), self._visible)
 
 
-def with_npu_indices(function: FunctionType, visible: list[str]) -> Callable[..., Any]:
-    """``function`` (its code, defaults and closure), reading ``ray`` as :class:`_RayWithIndices`: nothing of its
-    module changes, so no other caller, thread or later call sees it."""
-    return with_globals(function, ray=_RayWithIndices(function.__globals__["ray"], visible))
-
-
 def setup_env_visible_devices(self: Any) -> Any:
     """verl's ``Worker._setup_env_cuda_visible_devices``, with Ray's NPU id translated where it is physical."""
     own = get_original(getattr(sys.modules[WATCHES], CLASS_NAME), METHOD)
     visible = visible_devices()
     if visible is None:
         return own(self)
-    return with_npu_indices(own, visible)(self)
+    return with_globals(own, ray=_RayWithIndices(own.__globals__["ray"], visible))(self)
 
 
 setup_env_visible_devices.__qualname__ = f"{CLASS_NAME}.{METHOD}"  # where it lives once applied

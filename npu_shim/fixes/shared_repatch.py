@@ -10,6 +10,7 @@ Does: binds :func:`mindspeed_repatch` there under upstream's name, for the engin
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -35,12 +36,21 @@ def mindspeed_repatch(engine_config: Any) -> None:
         config["attention_backend"] = _attn_backend(backend)
     if engine_config.context_parallel_size > 1:
         config["context_parallel_size"] = engine_config.context_parallel_size
-    # use_flash_attn as upstream sets it (off under batch-invariant attention, else on by default),
-    # but for the MindSpeed line in this process and what earlier engines left on in it.
-    mindspeed_line.fit(config)
+    mindspeed_line.fit(config)  # use_flash_attn as upstream sets it, but for this MindSpeed line and process
     repatch(config)
-    # core_r0.18.0's double-ring options make MindSpeed read Megatron-LM's arguments in every model build: refused here
-    mindspeed_line.refuse_training_arguments(config)
+    mindspeed_line.refuse_training_arguments(config)  # core_r0.18.0's double-ring options, refused before the mesh
+
+
+def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
+    """Upstream's ``_init_device_mesh`` of a MindSpeed engine (LM head and value head alike): the repatch for this
+    engine's config, then its base's mesh init."""
+
+    def _init_device_mesh(self: Any) -> None:
+        mindspeed_repatch(self.engine_config)
+        super(engine_class, self)._init_device_mesh()
+
+    _init_device_mesh.__qualname__ = f"{engine_class.__qualname__}._init_device_mesh"
+    return _init_device_mesh
 
 
 def _attn_backend(name: str) -> Any:

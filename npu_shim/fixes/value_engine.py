@@ -2,22 +2,21 @@
 
 Mirrors: the class in ``verl/workers/engine/mindspeed/transformer_impl.py``, registered for ``(value_model, megatron,
 npu)``, and its exports from ``verl.workers.engine``, ``.megatron`` and ``.mindspeed``.
-Missing when: verl's registry has nothing for ``(value_model, megatron, npu)`` although it has
-``MegatronEngineWithValueHead`` (0.6.x, 0.7.x, main before #6135); without it a Megatron critic on an NPU fails with
-``AssertionError: Unknown device: npu for model_type: value_model and backend: megatron``.
-Does: defines the class as upstream does, in upstream's module (so it pickles by reference), registers it through
-verl's own ``EngineRegistry.register`` and adds the exports.
+Missing when: verl's registry has nothing for that key although it has ``MegatronEngineWithValueHead`` (0.6.x, 0.7.x,
+main before #6135): a Megatron critic on an NPU fails with ``AssertionError: Unknown device: npu ...``.
+Does: defines the class in upstream's module (so it pickles by reference), registers it through verl's own
+``EngineRegistry.register`` and adds the exports.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, mindspeed_repatch
+from npu_shim.fingerprint import parameters
+from npu_shim.fixes.shared_repatch import MINDSPEED_IMPL, repatch_then_init_device_mesh
 from npu_shim.patcher import ENGINE_PACKAGE, MISSING, NATIVE, NOT_APPLICABLE, Fix, Outcome, Writer
 
 NAME = "value_engine"
@@ -53,13 +52,8 @@ class VerlLayout:
 
 def has_keyed_registry(registry: Any) -> bool:
     """True for verl >= 0.6: ``register(model_type=, backend=, device=)`` over a nested ``_engines`` dict."""
-    register = getattr(registry, "register", None)
-    if register is None or not isinstance(getattr(registry, "_engines", None), dict):
-        return False
-    try:
-        return {"model_type", "backend", "device"} <= inspect.signature(register).parameters.keys()
-    except (TypeError, ValueError):
-        return False
+    keyed = set(KEY) <= parameters(getattr(registry, "register", None)).keys()
+    return keyed and isinstance(getattr(registry, "_engines", None), dict)
 
 
 def read_layout(engine_package: ModuleType) -> VerlLayout:
@@ -78,16 +72,10 @@ def build_engine_class(value_head_engine: type, module_name: str) -> type:
     class MindspeedEngineWithValueHead(value_head_engine):  # type: ignore[misc, valid-type]
         """verl's Megatron value-head (critic) engine on Ascend NPUs through MindSpeed (added by npu_shim)."""
 
-        def _init_device_mesh(self) -> None:
-            # MindSpeed must see this engine's config (context parallel size in particular) before Megatron's
-            # parallel state is initialised.
-            mindspeed_repatch(self.engine_config)
-            super()._init_device_mesh()
-
     # Upstream's name and place, so that pickle finds the class by reference where the shim is active (Ray ships it).
     MindspeedEngineWithValueHead.__module__ = module_name
     MindspeedEngineWithValueHead.__qualname__ = CLASS_NAME
-    MindspeedEngineWithValueHead._init_device_mesh.__qualname__ = f"{CLASS_NAME}._init_device_mesh"
+    MindspeedEngineWithValueHead._init_device_mesh = repatch_then_init_device_mesh(MindspeedEngineWithValueHead)
     return MindspeedEngineWithValueHead
 
 

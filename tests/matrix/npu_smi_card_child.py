@@ -34,7 +34,7 @@ for name, variables in json.loads(sys.argv[1]).items():
     for variable, value in variables.items():
         os.environ.pop(variable, None) if value is None else os.environ.__setitem__(variable, value)
     if shim is not None:
-        shim.forget()
+        shim.decision.cache_clear()  # decide again for this case
     log.write_text("")
     warnings.clear()
     answers: list = []

@@ -154,7 +154,7 @@ def test_fixes_apply_on_affected_releases_and_stand_aside_on_native_ones(reports
     assert verdicts == VERDICTS[VERL]
     if AFFECTED:
         assert report["language_model"]["own_init_device_mesh"] == (
-            "npu_shim.fixes.lm_engine_repatch.MindspeedEngineWithLMHead._init_device_mesh"
+            "npu_shim.fixes.shared_repatch.MindspeedEngineWithLMHead._init_device_mesh"
         )
     else:
         for model_type in ("value_model", "language_model"):

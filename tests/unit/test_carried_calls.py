@@ -105,11 +105,12 @@ def test_the_moe_layer_count_starts_at_this_stages_offset(monkeypatch, offset_of
 
 
 def test_the_lm_engines_mesh_init_serves_a_users_subclass_too(monkeypatch):
-    """The engine the fix patches may be subclassed (a user's engine): its repatch, then Megatron's mesh, once each."""
-    from npu_shim.fixes import lm_engine_repatch
+    """The engine the fix patches may be subclassed (a user's engine): its repatch, then Megatron's mesh, once each.
+    (The value engine's mesh init is the same function.)"""
+    from npu_shim.fixes import shared_repatch
 
     calls = []
-    monkeypatch.setattr(lm_engine_repatch, "mindspeed_repatch", lambda config: calls.append(("repatch", config)))
+    monkeypatch.setattr(shared_repatch, "mindspeed_repatch", lambda config: calls.append(("repatch", config)))
 
     class MegatronEngine:  # Megatron's _init_device_mesh, as the patched engine's base has it
         engine_config = "engine config"
@@ -120,7 +121,7 @@ def test_the_lm_engines_mesh_init_serves_a_users_subclass_too(monkeypatch):
     class MindspeedEngineWithLMHead(MegatronEngine):
         pass
 
-    MindspeedEngineWithLMHead._init_device_mesh = lm_engine_repatch.repatch_then_init_device_mesh(
+    MindspeedEngineWithLMHead._init_device_mesh = shared_repatch.repatch_then_init_device_mesh(
         MindspeedEngineWithLMHead
     )
 

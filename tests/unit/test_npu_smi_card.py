@@ -150,14 +150,14 @@ def test_where_nothing_can_be_read_the_decision_is_shared_memory_with_one_warnin
 def test_the_decision_is_made_once_a_process(device, monkeypatch):
     host = Host(0)
     monkeypatch.setattr(fix, "decide", lambda module: fix.Decision(bool(host(["npu-smi", "info", "-l"])), "0", ""))
-    fix.forget()
+    fix.decision.cache_clear()
     try:
         assert [fix.is_support_ipc() for _ in range(20)] == [True] * 20 and len(host.calls) == 1
         device.is_cuda_available = True  # on CUDA verl's own function answers, and npu-smi is never asked
         device.is_support_ipc = lambda: "verl's own"
         assert fix.is_support_ipc() == "verl's own"
     finally:
-        fix.forget()
+        fix.decision.cache_clear()
 
 
 def test_a_release_without_the_probe_is_not_applicable(device, monkeypatch):
