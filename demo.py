@@ -48,9 +48,9 @@ Reports = dict[str, list[dict[str, Any]]]
 
 def install_shim(directory: Path) -> Path:
     """The shim pip-installed (not editable) into ``directory/site``, offline, from a copy of the checkout's top-level
-    files and its package (a build writes beside its sources: the checkout stays as it is)."""
+    files, its package and the build backend pyproject.toml names (what a user's checkout holds, without the rest)."""
     source, site = directory / "source", directory / "site"
-    for folder in ("npu_shim", "npu_shim_bootstrap"):
+    for folder in ("npu_shim", "npu_shim_bootstrap", "build_backend"):
         shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for path in ROOT.iterdir():
         if path.is_file():
