@@ -63,3 +63,11 @@ def test_a_fix_the_process_never_judged_is_named_with_the_module_it_watches(demo
         f"not judged here (nothing in the build imported what it watches): {NEVER_IMPORTED} "
         "(watches megatron.core.dist_checkpointing.strategies.torch)"
     )
+
+
+def test_the_demo_installs_the_shim_from_what_a_checkout_holds(demo, tmp_path):
+    """make demo installs the shim offline from a copy of the checkout: the copy must hold what pyproject.toml builds
+    with (its build backend too; a copy without it failed with `No module named 'out_of_tree'`)."""
+    site = demo.install_shim(tmp_path)
+    assert (site / "npu_shim" / "doctor" / "probe.py").is_file()
+    assert (site / "npu_shim_bootstrap" / "sitecustomize.py").is_file()
