@@ -66,13 +66,14 @@ def install_shim(directory: Path) -> Path:
 
 def probe_ranks(directory: Path, ahead: tuple[str, ...] = (), **variables: str) -> Started:
     """probe.py on two ranks, context parallelism 2: ``probe.start_ranks`` with the run's environment."""
-    address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(probe.testing_kit().free_port()), **variables}
     outputs = [directory / f"cp2-rank{rank}.json" for rank in range(2)]
     ranks = ("--world-size", "2")
-    return [
-        (probe.start("none", output, "--rank", str(rank), *ranks, ahead=ahead, **address), output)
-        for rank, output in enumerate(outputs)
-    ]
+    return probe.start_group(
+        outputs,
+        lambda rank, output, address: probe.start(
+            "none", output, "--rank", str(rank), *ranks, ahead=ahead, **address, **variables
+        ),
+    )
 
 
 def run_all(directory: Path) -> dict[str, Reports] | None:

@@ -117,43 +117,43 @@ def _checked(
 
 
 def port_race(output: str) -> bool:
-    """Whether a process failed because its free port was taken before it could listen (torch's TCPStore).
+    """Whether a process of verl's failed because its free port was taken before it could listen (torch's TCPStore).
 
-    ``free_port()`` binds port 0 and closes the socket; the rank that listens on it binds it again
-    later, and on a busy machine another process can take it in between. Not an outcome of the
-    code under test: the callers retry with a new port.
+    verl picks its master port by binding port 0 and closing the socket; the rank that listens on it binds it again
+    later, and on a busy machine another process can take it in between. Not an outcome of the code under test: the
+    caller retries. (The tests' own ranks meet at the kit's ``rendezvous``, which has no such race.)
     """
     lowered = output.lower()
     return "eaddrinuse" in lowered or "address already in use" in lowered
 
 
-PORT_ATTEMPTS = 3  # a new port each time; three races in a row would be a real problem
-
-
 def run_ranks(
-    child: os.PathLike[str] | str, env_of_rank: Callable[[int, str], Mapping[str, str]], world_size: int = 2
+    child: os.PathLike[str] | str,
+    env_of_rank: Callable[[int, dict[str, str]], Mapping[str, str]],
+    world_size: int = 2,
 ) -> list[Any]:
     """The child program ``child`` (a file) in ``world_size`` interpreters at once, one per rank (``env_of_rank(rank,
-    port)``, which gives each RANK and MASTER_PORT), each printing a JSON report last: the reports, by rank. A port
-    race is retried."""
-    from simulated_npu import free_port
+    address)``: each rank's environment, with RANK and the kit's ``rendezvous`` address), each printing a JSON report
+    last: the reports, by rank."""
+    from simulated_npu import rendezvous
 
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        port = str(free_port())
-        children = [
-            subprocess.Popen(
-                [sys.executable, os.fspath(child)],
-                env=dict(env_of_rank(rank, port)),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for rank in range(world_size)
-        ]
+    _store, address = rendezvous(world_size)  # the store lives until every rank has ended
+    children = [
+        subprocess.Popen(
+            [sys.executable, os.fspath(child)],
+            env=dict(env_of_rank(rank, address)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world_size)
+    ]
+    try:
         outputs = [child.communicate(timeout=300) for child in children]
-        failed = [stderr for child, (_, stderr) in zip(children, outputs, strict=True) if child.returncode != 0]
-        if not (failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed))):
-            break
+    finally:
+        for rank in children:
+            rank.kill()  # a rank whose peer died waits in a collective
+    failed = [stderr for child, (_, stderr) in zip(children, outputs, strict=True) if child.returncode != 0]
     assert not failed, "\n".join(stderr[-3000:] for stderr in failed)
     return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs]
 

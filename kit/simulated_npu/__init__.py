@@ -82,11 +82,11 @@ __all__ = [
     "MEGATRON_ADAPTOR_LINES",
     "SIMULATED_DIR",
     "TRANSFORMER_ENGINE_NPU_DIR",
-    "free_port",
     "fresh_mindspeed",
     "mindspeed_line",
     "ray_npu_resources",
     "read_repatch_log",
+    "rendezvous",
     "repatch_calls",
     "ring_state",
     "simulate_npu",
@@ -270,10 +270,16 @@ def simulated_cann_home(directory: str | os.PathLike[str], version: str = "8.3.R
     return str(directory)
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on now, for torch.distributed's ``MASTER_PORT``."""
-    import socket
+def rendezvous(world_size: int) -> tuple[Any, dict[str, str]]:
+    """A TCPStore for one group of ``world_size`` rank processes, hosted in this process, and the environment
+    that points their ``init_process_group`` (env://) at it; keep the store until the ranks have ended.
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    Every rank is the store's client, as under torchrun (``TORCHELASTIC_USE_AGENT_STORE``), and the store listens
+    on a port the kernel gave it. A port picked free beforehand could be taken by another process before rank 0
+    listened on it: rank 0 then died of EADDRINUSE and its peers waited for it until their timeout.
+    """
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
+    address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "TORCHELASTIC_USE_AGENT_STORE": "True"}
+    return store, address

@@ -131,7 +131,7 @@ def drive(
 
 
 def raced(run: Scenario) -> bool:
-    """verl picks its master port by binding port 0 and closing the socket, as free_port() does (helpers.port_race)."""
+    """verl picks its master port by binding port 0 and closing the socket (helpers.port_race)."""
     return any(port_race(role.get("error", "")) for role in run.report["roles"].values())
 
 

@@ -1,8 +1,8 @@
-"""A child of tests/kit/test_testing_kit.py: ``hccl_process_group_child.py CHECKOUT PORT``.
+"""A child of tests/kit/test_testing_kit.py: ``hccl_process_group_child.py CHECKOUT``.
 
 With the checkout ``CHECKOUT`` on sys.path and ``simulate_npu()``, verl's ``initialize_global_process_group_ray`` on one
-rank at ``PORT`` (``init_process_group("cpu:gloo,npu:hccl")``) and an all-reduce over a new group; prints the backend
-and the reduced values.
+rank at the store the environment names (``init_process_group("cpu:gloo,npu:hccl")``) and an all-reduce over a new
+group; prints the backend and the reduced values.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ simulate_npu()
 import torch  # noqa: E402
 from verl.utils.distributed import initialize_global_process_group_ray  # noqa: E402
 
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2], RANK="0", WORLD_SIZE="1")
+os.environ.update(RANK="0", WORLD_SIZE="1")
 initialize_global_process_group_ray()
 values = torch.ones(2)
 torch.distributed.all_reduce(values, group=torch.distributed.new_group([0]))

@@ -1,6 +1,6 @@
 """A child of tests/kit/test_parallel_kit.py, in compute mode on one gloo rank: prints one JSON report.
 
-No arguments; the environment gives ``PORT``, a free port for the rank. Per MindSpeed line, MindSpeed's
+No arguments. Per MindSpeed line, MindSpeed's
 ``TELayerNormColumnParallelLinear`` with a bias of ones against the plain RMS norm and matmul without and with that
 bias: ``[difference without, difference with, whether the returned bias is None]``.
 """
@@ -8,7 +8,6 @@ bias: ``[difference without, difference with, whether the returned bias is None]
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import torch
@@ -17,8 +16,7 @@ import torch_npu  # noqa: F401 - the simulated device
 from child_report import gap, npu
 
 report: dict[str, Any] = {}
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"])
-torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=0, world_size=1)
+torch.distributed.init_process_group("cpu:gloo,npu:hccl", rank=0, world_size=1, init_method="tcp://127.0.0.1:0")
 # MindSpeed's adaptor after the process group and before Megatron's modules, as the check always imported them
 # isort: split
 import mindspeed.megatron_adaptor as megatron_adaptor  # noqa: E402, PLR0402 - the submodule (MindSpeed 0.17+ binds MA there)

@@ -17,9 +17,9 @@ import types
 from pathlib import Path
 
 import pytest
-from helpers import PORT_ATTEMPTS, clean_env, port_race
+from helpers import clean_env
 
-from simulated_npu import free_port, simulated_npu_env
+from simulated_npu import rendezvous, simulated_npu_env
 
 pytest_plugins = ["simulated_npu.pytest_plugin"]
 
@@ -141,8 +141,9 @@ RANK_CHILD = Path(__file__).with_name("ring_state_rank_child.py")
 
 
 def two_ranks(tmp_path) -> list[tuple[int, str, str]]:
-    """RANK_CHILD on two processes, on a free port: (exit status, stdout, stderr) of each."""
-    env = simulated_npu_env(clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
+    """RANK_CHILD on two processes, meeting at the kit's ``rendezvous``: (exit status, stdout, stderr) of each."""
+    _store, address = rendezvous(2)  # the store lives until both ranks have ended
+    env = simulated_npu_env(clean_env(**address))
     ranks = [
         subprocess.Popen(
             [sys.executable, str(RANK_CHILD), str(rank)],
@@ -165,12 +166,8 @@ def two_ranks(tmp_path) -> list[tuple[int, str, str]]:
 
 
 def test_ring_state_is_built_only_when_repatch_comes_before_the_parallel_state(tmp_path):
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        results = two_ranks(tmp_path)
-        if attempt == PORT_ATTEMPTS or not any(status and port_race(stderr) for status, _, stderr in results):
-            break
     reports = []
-    for status, stdout, stderr in results:
+    for status, stdout, stderr in two_ranks(tmp_path):
         assert status == 0, stderr
         reports.append(json.loads(stdout.strip().splitlines()[-1]))
     for rank, report in enumerate(reports):

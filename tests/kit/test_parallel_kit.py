@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from helpers import clean_env, run_python_file, run_ranks
 
-from simulated_npu import free_port, simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 TOLERANCE = 1e-5  # float32 inputs; the kernels under test run in float32 too
 MEGATRON_0_12 = version("megatron-core").startswith("0.12.")
@@ -160,9 +160,7 @@ def test_without_megatron_adaptor_or_tenpu_megatron_takes_its_torch_branch():
 def ring_ranks(order: str) -> list[dict[str, Any]]:
     return run_ranks(
         HERE / "ring_attention_rank_child.py",
-        lambda rank, port: simulated_npu_env(
-            clean_env(RANK=str(rank), ORDER=order, MASTER_ADDR="127.0.0.1", MASTER_PORT=port), compute=True
-        ),
+        lambda rank, address: simulated_npu_env(clean_env(RANK=str(rank), ORDER=order, **address), compute=True),
     )
 
 
@@ -189,7 +187,7 @@ def test_without_mindspeeds_ring_the_first_forward_fails_as_mindspeeds_does():
 def test_mindspeeds_te_layer_norm_linear_drops_its_bias_on_2_3_0_only():
     """MindSpeed 2.3.0_core_r0.12.1's TELayerNormColumnParallelLinear adds no bias unless Megatron asked for it back
     (skip_bias_add): Qwen2's QKV bias is ignored and never trained there; f2b0977e and core_r0.16.0 add it."""
-    report = run_child("te_layer_norm_linear_child.py", env_extra={"PORT": str(free_port())})
+    report = run_child("te_layer_norm_linear_child.py")
     without, with_bias, returned_none = report["2.3.0_core_r0.12.1"]
     assert without <= TOLERANCE and with_bias > 0.5 and returned_none
     for line in ("f2b0977e", "core_r0.16.0"):

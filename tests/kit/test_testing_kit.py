@@ -7,9 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import PORT_ATTEMPTS, ROOT, clean_env, port_race, run_python_file
+from helpers import ROOT, clean_env, run_python_file
 
-from simulated_npu import free_port, read_repatch_log, simulated_npu_env
+from simulated_npu import read_repatch_log, rendezvous, simulated_npu_env
 
 pytest_plugins = ["simulated_npu.pytest_plugin"]
 HERE = Path(__file__).parent  # the plain scripts: plain_script_child.py, hccl_process_group_child.py
@@ -56,10 +56,8 @@ def test_simulated_npu_env_keeps_the_callers_environment():
 
 def test_verl_workers_process_group_runs_on_the_simulated_hccl(tmp_path):
     """verl's workers call init_process_group("cpu:gloo,npu:hccl"): the stand-in torch_npu registers hccl."""
-    for attempt in range(1, PORT_ATTEMPTS + 1):  # a new port if another process took the free one first
-        child, args = HERE / "hccl_process_group_child.py", [str(ROOT), str(free_port())]
-        completed = run_python_file(child, clean_env(), *args, cwd=tmp_path, timeout=300, check=False)
-        if completed.returncode == 0 or attempt == PORT_ATTEMPTS or not port_race(completed.stderr):
-            break
+    _store, address = rendezvous(1)  # the store lives until the child has ended
+    child = HERE / "hccl_process_group_child.py"
+    completed = run_python_file(child, clean_env(**address), str(ROOT), cwd=tmp_path, timeout=300, check=False)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines()[-1] == "cpu:gloo,npu:hccl [1.0, 1.0]"

@@ -59,8 +59,8 @@ def ranks(child: str, **variables: str) -> list[dict[str, Any]]:
     """``child``, a program beside this file, on two ranks: their JSON reports."""
     return run_ranks(
         HERE / child,
-        lambda rank, port: simulated_npu_env(
-            clean_env(RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **variables),
+        lambda rank, address: simulated_npu_env(
+            clean_env(RANK=str(rank), **address, **variables),
             compute=True,
             mindspeed_line=LINE,
         ),

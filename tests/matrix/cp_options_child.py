@@ -39,41 +39,28 @@ def start(mode: str, output: Path, *options: str, ahead: tuple[str, ...] = (), *
 
 def start_ranks(mode: str, directory: Path, jobs: str, *options: str, ahead: tuple[str, ...] = ()) -> list[Any]:
     """Two rank processes of one activation running ``jobs``, and their outputs."""
-    port = str(probe.testing_kit().free_port())
     outputs = [directory / f"{mode}-{jobs.replace(',', '_')}-rank{rank}.json" for rank in range(CONTEXT_PARALLEL)]
     ranks = ("--world-size", str(CONTEXT_PARALLEL), "--jobs", jobs, *options)
-    address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-    return [
-        (start(mode, output, "--rank", str(rank), *ranks, ahead=ahead, **address), output)
-        for rank, output in enumerate(outputs)
-    ]
+    return probe.start_group(
+        outputs, lambda rank, output, address: start(mode, output, "--rank", str(rank), *ranks, ahead=ahead, **address)
+    )
 
 
 def run_pairs(
     pairs: dict[str, tuple[str, str, tuple[str, ...]]], directory: Path, ahead: tuple[str, ...] = ()
 ) -> dict[str, list[dict[str, Any]]]:
-    """name -> both ranks' reports, for pairs of (mode, jobs, options) all started at once; a port race retried."""
-    from helpers import PORT_ATTEMPTS, port_race  # the tests' (tests/ is on their path, not on a child's)
-
-    results: dict[str, list[dict[str, Any]]] = {}
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        started = {}
-        for name, (mode, jobs, options) in pairs.items():
-            folder = directory / f"{name.replace(' ', '_')}-{attempt}"
-            folder.mkdir(parents=True)
-            started[name] = start_ranks(mode, folder, jobs, *options, ahead=ahead)
-        flat = {(name, rank): process for name, ranks in started.items() for rank, (process, _) in enumerate(ranks)}
-        finished = probe.finish(flat)
-        for name, ranks in started.items():
-            failed = [stderr for (pair, _), (status, stderr) in finished.items() if pair == name and status]
-            if failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed)):
-                continue
-            assert not failed, f"{name} failed:\n" + "\n".join(stderr[-4000:] for stderr in failed)
-            results[name] = [json.loads(output.read_text()) for _, output in ranks]
-        pairs = {name: pair for name, pair in pairs.items() if name not in results}
-        if not pairs:
-            break
-    return results
+    """name -> both ranks' reports, for pairs of (mode, jobs, options) all started at once."""
+    started = {}
+    for name, (mode, jobs, options) in pairs.items():
+        folder = directory / name.replace(" ", "_")
+        folder.mkdir(parents=True)
+        started[name] = start_ranks(mode, folder, jobs, *options, ahead=ahead)
+    flat = {(name, rank): process for name, ranks in started.items() for rank, (process, _) in enumerate(ranks)}
+    failed = {key: stderr for key, (status, stderr) in probe.finish(flat).items() if status}
+    assert not failed, "\n".join(
+        f"{name} rank {rank} failed:\n{stderr[-4000:]}" for (name, rank), stderr in failed.items()
+    )
+    return {name: [json.loads(output.read_text()) for _, output in ranks] for name, ranks in started.items()}
 
 
 def te_attention_init() -> dict[str, Any]:

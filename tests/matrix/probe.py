@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,13 +88,20 @@ def start(
 
 
 def finish(children: dict[str, subprocess.Popen[str]], timeout: float = 600) -> dict[str, tuple[int, str]]:
-    """Wait for every child: (exit status, stderr) by name. Each one is ended if it overran, or if waiting failed."""
+    """Wait for every child: (exit status, stderr) by name. One that overran ``timeout`` is ended and reported as
+    failed, with the others' stderr still read: a rank that died first says why its peers waited."""
     results = {}
     try:
         for name, child in children.items():
-            child.wait(timeout=timeout)
+            try:
+                child.wait(timeout=timeout)
+                overran = ""
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+                overran = f"\n[ended by the test: still running after {timeout:.0f} s]"
             child.stderr_log.seek(0)
-            results[name] = (child.returncode, child.stderr_log.read())
+            results[name] = (child.returncode, child.stderr_log.read() + overran)
     finally:
         for child in children.values():
             child.kill()
@@ -102,15 +110,25 @@ def finish(children: dict[str, subprocess.Popen[str]], timeout: float = 600) -> 
     return results
 
 
+def start_group(
+    outputs: list[Path], start_rank: Callable[[int, Path, dict[str, str]], subprocess.Popen[str]]
+) -> list[tuple[subprocess.Popen[str], Path]]:
+    """A process per rank, ``start_rank(rank, output, address)``, all meeting at one ``rendezvous`` (the kit's):
+    the processes and their outputs. The store lives as long as the processes are waited for."""
+    store, address = testing_kit().rendezvous(len(outputs))
+    ranks = [(start_rank(rank, output, address), output) for rank, output in enumerate(outputs)]
+    for process, _ in ranks:
+        process.rendezvous = store
+    return ranks
+
+
 def start_ranks(mode: str, directory: Path, world_size: int = 2) -> list[tuple[subprocess.Popen[str], Path]]:
     """``world_size`` rank processes of one activation (context parallelism over all of them), and their outputs."""
-    port = str(testing_kit().free_port())
     outputs = [directory / f"{mode}-rank{rank}.json" for rank in range(world_size)]
     options = ("--world-size", str(world_size))
-    return [
-        (start(mode, output, "--rank", str(rank), *options, MASTER_ADDR="127.0.0.1", MASTER_PORT=port), output)
-        for rank, output in enumerate(outputs)
-    ]
+    return start_group(
+        outputs, lambda rank, output, address: start(mode, output, "--rank", str(rank), *options, **address)
+    )
 
 
 def jsonable(value: Any) -> Any:
@@ -326,18 +344,17 @@ def build_colocated(roles: list[tuple[str, str, dict]], model_dir: Path) -> dict
     return {"builds": builds, "warnings": WARNINGS[first_warning:]}
 
 
-def init_single_rank(attempts: int = 3) -> None:
-    """A one-rank gloo group on a free port; a new port if another process took it first (a busy machine)."""
+SINGLE_RANK_STORES: list[Any] = []
+
+
+def init_single_rank() -> None:
+    """A one-rank gloo group, its store hosted in this process (``rendezvous``)."""
     import torch
 
-    for attempt in range(1, attempts + 1):
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(testing_kit().free_port()))
-        try:
-            torch.distributed.init_process_group("gloo", rank=0, world_size=1)
-            return
-        except RuntimeError as error:
-            if attempt == attempts or "EADDRINUSE" not in str(error).upper():
-                raise
+    store, address = testing_kit().rendezvous(1)
+    os.environ.update(address)
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+    SINGLE_RANK_STORES.append(store)  # for as long as the group lives
 
 
 def main(mode: str) -> dict[str, Any]:

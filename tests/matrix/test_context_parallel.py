@@ -19,7 +19,6 @@ from typing import Any
 
 import probe
 import pytest
-from helpers import PORT_ATTEMPTS, port_race
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 AFFECTED = VERL in ("0.6.1", "0.7.1")
@@ -51,12 +50,9 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, 
     directory = tmp_path_factory.mktemp("context_parallel")
     results: dict[str, list[dict[str, Any]]] = {}
     for mode in MODES:
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            processes = probe.start_ranks(mode, directory, WORLD_SIZE)
-            finished = probe.finish({str(rank): process for rank, (process, _) in enumerate(processes)})
-            failed = {rank: error for rank, (status, error) in finished.items() if status != 0}
-            if not (failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed.values()))):
-                break
+        processes = probe.start_ranks(mode, directory, WORLD_SIZE)
+        finished = probe.finish({str(rank): process for rank, (process, _) in enumerate(processes)})
+        failed = {rank: error for rank, (status, error) in finished.items() if status != 0}
         assert not failed, "\n".join(f"{mode} rank {rank} failed:\n{error[-4000:]}" for rank, error in failed.items())
         results[mode] = [json.loads(output.read_text()) for _, output in processes]
     return results

@@ -27,7 +27,6 @@ from typing import Any
 import probe
 import pytest
 import train_probe
-from helpers import PORT_ATTEMPTS, port_race
 
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
 MEGATRON = ".".join(version("megatron-core").split(".")[:2])  # "0.12", "0.16" or "0.18" (noxfile's environments)
@@ -227,13 +226,10 @@ RING_ERROR = AFFECTED and "cp2" in PARALLEL_LAYOUTS and not LACKS_5580
 
 
 def run_pair(directory: Path, name: str, mode: str, layouts: str) -> list[dict[str, Any]]:
-    """Both ranks' reports of one activation, the layouts in turn (a new port if another process took it first)."""
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        ranks = train_probe.start_ranks(mode, directory / name, layouts, "--steps", str(STEPS), *BRIDGE_OPTION)
-        finished = probe.finish({str(rank): process for rank, (process, _) in enumerate(ranks)})
-        failed = {rank: stderr for rank, (status, stderr) in finished.items() if status != 0}
-        if not (failed and attempt < PORT_ATTEMPTS and any(map(port_race, failed.values()))):
-            break
+    """Both ranks' reports of one activation, the layouts in turn."""
+    ranks = train_probe.start_ranks(mode, directory / name, layouts, "--steps", str(STEPS), *BRIDGE_OPTION)
+    finished = probe.finish({str(rank): process for rank, (process, _) in enumerate(ranks)})
+    failed = {rank: stderr for rank, (status, stderr) in finished.items() if status != 0}
     assert not failed, "\n".join(f"{name} rank {rank} failed:\n{stderr[-4000:]}" for rank, stderr in failed.items())
     return [json.loads(output.read_text()) for _, output in ranks]
 

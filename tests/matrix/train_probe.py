@@ -844,14 +844,14 @@ def start_ranks(
     **variables: str,
 ) -> list[tuple[subprocess.Popen[str], Path]]:
     """``world_size`` rank processes of one activation, running ``layouts`` in turn, and their outputs."""
-    port = str(probe.testing_kit().free_port())
     outputs = [directory / f"{mode}-{layouts.replace(',', '_')}-rank{rank}.json" for rank in range(world_size)]
     ranks = ("--world-size", str(world_size), "--layouts", layouts, *options)
-    address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, **variables}
-    return [
-        (start(mode, output, "--rank", str(rank), *ranks, ahead=ahead, **address), output)
-        for rank, output in enumerate(outputs)
-    ]
+    return probe.start_group(
+        outputs,
+        lambda rank, output, address: start(
+            mode, output, "--rank", str(rank), *ranks, ahead=ahead, **address, **variables
+        ),
+    )
 
 
 if __name__ == "__main__" and sys.argv[1:2] == [REFERENCE_FLAG]:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from helpers import ROOT, clean_env
-
-from simulated_npu import free_port
 
 ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -44,8 +45,15 @@ def processes_naming(text: str) -> list[int]:
     return found
 
 
-def test_no_cluster_at_the_address_is_an_error_within_the_timeout(tmp_path):
-    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+@pytest.fixture
+def address() -> Iterator[str]:
+    """A loopback address that refuses connections: a port held, never listened on (nobody else can take it)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{held.getsockname()[1]}"
+
+
+def test_no_cluster_at_the_address_is_an_error_within_the_timeout(tmp_path, address):
     process = doctor(address, "10", tmp_path)
     try:
         stdout, stderr = process.communicate(timeout=120)  # a bound for the test, far above the doctor's own
@@ -59,8 +67,7 @@ def test_no_cluster_at_the_address_is_an_error_within_the_timeout(tmp_path):
     assert processes_naming(address) == [], "the Ray client outlived the doctor"
 
 
-def test_sigterm_ends_the_doctor_and_its_ray_client(tmp_path):
-    address = f"127.0.0.1:{free_port()}"
+def test_sigterm_ends_the_doctor_and_its_ray_client(tmp_path, address):
     process = doctor(address, "600", tmp_path)
     try:
         deadline = time.monotonic() + 60

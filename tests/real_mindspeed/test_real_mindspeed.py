@@ -28,7 +28,6 @@ import mindspeed_source
 import probe
 import pytest
 import train_probe
-from helpers import port_race
 
 LINE = os.environ.get("NPU_SHIM_SIM_MINDSPEED", "")
 VERL = os.environ.get("NPU_SHIM_TEST_VERL", "")
@@ -168,22 +167,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory, source: Path, megatron_lm: Pa
         pairs = {"real cp2": ("sitecustomize", (), real), "stand-in cp2": ("sitecustomize", (), ())}
         if PLAN.without_shim:
             pairs["real cp2, no shim"] = ("none", ("--roles", "actor"), real)
-    for attempt in range(2):  # a pair whose port another process took first runs again, once
-        started = dict(second)
-        for name, (mode, options, ahead) in pairs.items():
-            ranks = start_pair(directory / name, mode, *options, ahead=ahead)
-            started[name] = ([process for process, _ in ranks], [output for _, output in ranks])
-        raced = collect(started, retry=attempt == 0)
-        results.update({name: report for name, report in raced.items() if report is not None})
-        pairs = {name: pair for name, pair in pairs.items() if raced.get(name) is None}
-        second = {}
-        if not pairs:
-            break
-    return results
+    for name, (mode, options, ahead) in pairs.items():
+        ranks = start_pair(directory / name, mode, *options, ahead=ahead)
+        second[name] = ([process for process, _ in ranks], [output for _, output in ranks])
+    return results | collect(second)
 
 
-def collect(children: dict[str, Any], retry: bool = False) -> dict[str, Any]:
-    """Wait for every process; name -> report (a list for a pair), or None for a pair that lost its port (``retry``)."""
+def collect(children: dict[str, Any]) -> dict[str, Any]:
+    """Wait for every process; name -> report (a list for a pair)."""
     flat = {}
     for name, (processes, _) in children.items():
         for index, process in enumerate(processes if isinstance(processes, list) else [processes]):
@@ -193,9 +184,6 @@ def collect(children: dict[str, Any], retry: bool = False) -> dict[str, Any]:
     for name, (processes, outputs) in children.items():
         statuses = [finished[(name, index)] for index in range(len(outputs))]
         failed = [stderr for status, stderr in statuses if status != 0]
-        if failed and retry and isinstance(processes, list) and any(map(port_race, failed)):
-            results[name] = None
-            continue
         assert not failed, f"train_probe {name} failed:\n" + "\n".join(stderr[-4000:] for stderr in failed)
         reports = [json.loads(output.read_text()) for output in outputs]
         results[name] = reports if isinstance(processes, list) else reports[0]
