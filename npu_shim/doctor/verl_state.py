@@ -52,7 +52,8 @@ def _shim_state(no_verl: str | None) -> dict[str, Any]:
     """The shim here; ``no_verl``: why verl did not import (then an active shim has nothing to patch)."""
     via, hook, disabled = npu_shim.activated_via(), sys.modules.get("npu_shim.hook"), switch("NPU_SHIM_DISABLE")
     failure = getattr(hook, "failure", None)
-    failure_text, reason = None if failure is None else error_text(failure), None
+    failure_text = None if failure is None else error_text(failure)
+    reason = None
     if via is None and disabled:
         reason = "disabled by NPU_SHIM_DISABLE"
     elif via is None:
