@@ -1,10 +1,6 @@
-"""The bridge verl's Megatron engines build their models through, and whether it imports (verl #6931).
-
-verl 0.9.0 on builds every Megatron model through Megatron-Bridge by default (``vanilla_mbridge`` False): where
-``megatron.bridge`` does not import, every Megatron engine of the default config fails when it is built, in the Ray
-actor. The probe imports what verl's engine imports, as the engine would, to say how that fails. Also the probe's
-own imports of what a guarded import (verl's, Megatron's) hid: :func:`import_or_failure`.
-"""
+"""The bridge verl's Megatron engines build their models through, and whether it imports (verl #6931: from 0.9.0
+Megatron-Bridge by default, and where it does not import every Megatron engine fails only when built, in the Ray actor).
+Also the probe's own imports of what a guarded import (verl's, Megatron's) hid: :func:`import_or_failure`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What the MindSpeed in the probed interpreter offers verl, and what that means for the verl there.
-
-Read after verl imported its MindSpeed engine module. Where verl bound no ``repatch`` and a MindSpeed is installed,
-the probe imports ``mindspeed.megatron_adaptor`` itself to say why: verl's guarded import hides the error.
-docs/mindspeed-lines.md has the table this condenses.
-"""
+"""What the MindSpeed in the probed interpreter offers verl, and what that means for the verl there, read after verl
+imported its MindSpeed engine module (docs/mindspeed-lines.md has the table this condenses)."""
 
 from __future__ import annotations
 
@@ -88,9 +84,8 @@ def offer(report: Report, layout: VerlLayout) -> dict[str, Any]:
     without it verl's Transformer Engine layer specs and MindSpeed 0.18's norms fail only when built."""
     repatch = getattr(layout.mindspeed_impl, "repatch", None)  # importing mindspeed here could patch Megatron
     context_parallel_wrapper = None
-    if (
-        sys.modules.get(MINDSPEED_ADAPTOR) is not None
-    ):  # verl imported MindSpeed already: one more module patches nothing
+    # where verl imported MindSpeed already: one more module patches nothing
+    if sys.modules.get(MINDSPEED_ADAPTOR) is not None:
         cp_utils, failure = import_or_failure("mindspeed.core.context_parallel.model_parallel_utils")
         context_parallel_wrapper = hasattr(cp_utils, "initialize_model_parallel_cp_wrapper")
         if failure is not None:
@@ -98,15 +93,10 @@ def offer(report: Report, layout: VerlLayout) -> dict[str, Any]:
     tried: dict[str, Any] = {"mindspeed_import_error": None, "mindspeed_adaptor_has_repatch": None}
     if repatch is None and report["mindspeed_installed"]:  # why verl bound none: its guarded import hid the error
         imported, tried["mindspeed_import_error"] = import_or_failure(MINDSPEED_ADAPTOR)
-        tried["mindspeed_adaptor_has_repatch"] = (
-            None if imported is None else getattr(imported, "repatch", None) is not None
-        )
+        if imported is not None:
+            tried["mindspeed_adaptor_has_repatch"] = getattr(imported, "repatch", None) is not None
     tried["transformer_engine_import_error"] = None
-    if (
-        tried["mindspeed_import_error"] is None
-        and report["mindspeed_installed"]
-        and report["megatron_adaptor_installed"]
-    ):
+    if report["mindspeed_installed"] and report["megatron_adaptor_installed"] and not tried["mindspeed_import_error"]:
         tried["transformer_engine_import_error"] = import_or_failure(TRANSFORMER_ENGINE)[1]
     mindspeed = {
         "repatch_importable": repatch is not None,
@@ -131,14 +121,12 @@ def _mindspeed_meaning(mindspeed: dict[str, Any], tried: dict[str, Any], shims_r
         return [f"no repatch (a MindSpeed line without it, such as 2.1.0_core_r0.12.1): {NO_CONFIG}"]
     meaning = []
     if mindspeed["batch_invariant_attention"] is False:
+        then = "npu_shim keeps fusion attention on for it, with a warning"
+        if not shims_repatch:
+            then = "verl >= 0.9 alone turns fusion attention off for it (Megatron's unfused attention)"
         meaning.append(
             "no batch-invariant flash attention (only core_r0.16.0 has it): use_flash_attn_npu_batch_invariant "
-            "does nothing here; "
-            + (
-                "npu_shim keeps fusion attention on for it, with a warning"
-                if shims_repatch
-                else "verl >= 0.9 alone turns fusion attention off for it (Megatron's unfused attention)"
-            )
+            f"does nothing here; {then}"
         )
     elif mindspeed["batch_invariant_attention"]:
         meaning.append(

@@ -1,11 +1,7 @@
-"""The doctor's probe: what a new interpreter started from a given environment sees.
-
-Run as ``python -c`` source in a fresh interpreter with the caller's environment, or as a Ray task in a worker. It
-must not change what it measures: it reads start-up first, imports verl as a worker would (which activates the shim
-where a route does), and only then loads npu_shim's report code, kept inactive, which judges and renders the report
-here (``verl_state.answer``). Standard library until then: npu_shim may not be importable here at all, and then this
-file reads the critic's lookup itself.
-"""
+"""The doctor's probe, run as ``python -c`` source in a fresh interpreter with the caller's environment, or as a Ray
+task. It reads start-up, imports verl as a worker would, and only then loads npu_shim's report code, kept inactive
+(``verl_state.answer``): standard library until then, as npu_shim may not be importable here at all (then this file
+reads the critic's lookup itself)."""
 
 from __future__ import annotations
 

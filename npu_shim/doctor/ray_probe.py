@@ -1,8 +1,6 @@
-"""``doctor --ray [ADDRESS]``: the probe as a task in a worker of a running Ray cluster (it starts none).
-
-Ray's client retries a connection it cannot make for minutes and ignores SIGTERM meanwhile, so it runs in a child
-interpreter of its own session, which the doctor ends whole at ``--timeout`` or when it is interrupted itself.
-"""
+"""``doctor --ray [ADDRESS]``: the probe as a task in a worker of a running Ray cluster (it starts none). Ray's client
+retries a connection it cannot make for minutes and ignores SIGTERM meanwhile, so it runs in a child interpreter of its
+own session, which the doctor ends whole at ``--timeout`` or when it is interrupted itself."""
 
 from __future__ import annotations
 

@@ -59,17 +59,15 @@ def _fixes_off(report: Report) -> str:
 
 def _verl_lines(report: Report) -> list[tuple[str, str]]:
     verl, shim, mindspeed, torch_npu = report["verl"], report["shim"], report["mindspeed"], report["torch_npu"]
-    shim_line = ("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}")
     if verl["importable"]:
-        lines = [
-            ("verl", f"{verl['version']} ({verl['path']})"),
-            *[("verl error", verl["error"])] * bool(verl["error"]),
-        ]
+        lines = [("verl", f"{verl['version']} ({verl['path']})")]
+        if verl["error"]:
+            lines.append(("verl error", verl["error"]))
     elif verl["installed"]:
         lines = [("verl", f"installed, but {report['value_model_megatron_error']}")]
     else:
         lines = [("verl", f"not installed ({verl['error']}): npu_shim has nothing to do")]
-    lines.append(shim_line)
+    lines.append(("shim", f"active, via {shim['activated_via']}" if shim["active"] else f"inactive: {shim['reason']}"))
     if shim["disabled_fixes"] or shim["unknown_fixes"]:
         lines.append(("fixes off", _fixes_off(report)))
     if not verl["importable"]:  # nothing past `import verl` was read: no device, fixes or MindSpeed to report
@@ -117,10 +115,8 @@ def _adaptor_text(adaptor: dict[str, Any]) -> str:
 
 
 def _device_text(report: Report) -> str:
-    device, assumed = (
-        report["device"] or "unknown (verl.utils.device.get_device_name() failed)",
-        report["assumed_device"],
-    )
+    assumed = report["assumed_device"]
+    device = report["device"] or "unknown (verl.utils.device.get_device_name() failed)"
     return device if assumed is None else f"{device}; judged as on an {assumed} host (--device {assumed})"
 
 
@@ -133,11 +129,8 @@ def _resolution_text(report: Report) -> str:
 def _status_text(report: Report) -> str:
     why = report["problems"]
     if report["status"] == NOT_JUDGED:
-        looks_up = (
-            f"verl looks up {report['engine_device']} engines here"
-            if report["engine_device"]
-            else ("verl's device could not be read here")
-        )
+        engines = report["engine_device"]
+        looks_up = f"verl looks up {engines} engines here" if engines else "verl's device could not be read here"
         why = [f"{looks_up}, not npu; run the doctor where the workers see an NPU, or with --device npu"]
     status = f"{report['status']} (exit {report['exit_code']})"
     return f"{status}: {'; '.join(why)}" if why else status

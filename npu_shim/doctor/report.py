@@ -1,9 +1,5 @@
-"""The doctor's report (``--json``): one flat JSON object, every key in every report, built in the probed interpreter.
-
-:func:`blank` is every key with the value it has where nothing was read, and each key's meaning; the report is built
-once, as that dict, and :mod:`~npu_shim.doctor.render` writes it as text. It stays flat because users' scripts and
-CI have read these keys since 0.1.0: new keys may come, and one goes only with a line in the CHANGELOG.
-"""
+"""The doctor's report (``--json``): one flat JSON object, :func:`blank`'s keys in every report. It stays flat because
+users' scripts and CI have read these keys since 0.1.0: new keys may come, and one goes only with a CHANGELOG line."""
 
 from __future__ import annotations
 

@@ -29,11 +29,11 @@ def export_pythonpath(entry: str) -> str:  # no trailing ":" where PYTHONPATH wa
     return f'export PYTHONPATH={shlex.quote(entry)}"${{PYTHONPATH:+:$PYTHONPATH}}"'
 
 
-def _bootstrap_to_suggest(probe: dict[str, Any]) -> str:
+def _export_bootstrap(probe: dict[str, Any]) -> str:
     # The bootstrap of the npu_shim the probed interpreter imports (this doctor's own only where it finds none): in a
     # checkout `python -m npu_shim` runs the checkout's and `npu-shim` the installed one; both suggest a worker's.
     origin = probe["npu_shim_origin"]
-    return bootstrap_dir(os.path.dirname(origin) if origin else None)
+    return export_pythonpath(bootstrap_dir(os.path.dirname(origin) if origin else None))
 
 
 def _relative_entries_reason(probe: dict[str, Any], here: str | None) -> str | None:
@@ -55,7 +55,7 @@ def _relative_entries_reason(probe: dict[str, Any], here: str | None) -> str | N
     return (
         f"PYTHONPATH has no npu_shim bootstrap; {', '.join(repr(entry) for entry in relative)} relative, read against "
         "each process's working directory (not one of npu_shim's here either); "
-        f"{export_pythonpath(_bootstrap_to_suggest(probe))}"
+        f"{_export_bootstrap(probe)}"
     )
 
 
@@ -67,8 +67,9 @@ def _pythonpath_route(probe: dict[str, Any], disabled: bool, here: str | None) -
     if works:
         reason = f"{ours or ran}: its sitecustomize.py activated the shim at start-up"
     elif ours is None:
-        reason = _relative_entries_reason(probe, here) or (
-            f"PYTHONPATH has no npu_shim bootstrap ({export_pythonpath(_bootstrap_to_suggest(probe))})"
+        reason = (
+            _relative_entries_reason(probe, here)
+            or f"PYTHONPATH has no npu_shim bootstrap ({_export_bootstrap(probe)})"
         )
     elif disabled:
         reason = f"{ours} is on PYTHONPATH, but NPU_SHIM_DISABLE is set"
@@ -142,14 +143,12 @@ def _plugin_route(probe: dict[str, Any], disabled: bool, install_from: str | Non
     works = probe["activated_after_verl"] == VERL_PLUGINS and not failed
     if not installed:
         # npu-shim is not on PyPI: never a bare name an index could answer with someone else's package
-        python = probe["python"]
-        how = (
-            f"{shlex.quote(python)} -m pip install {shlex.quote(install_from)}"
-            if install_from
-            else ("install npu_shim there as it was installed here")
+        python, how = probe["python"], "install npu_shim there as it was installed here"
+        if install_from:
+            how = f"{shlex.quote(python)} -m pip install {shlex.quote(install_from)}"
+        reason = (
+            f"npu_shim's {VERL_PLUGINS} entry point is not installed for {python} ({how}: verl 0.9.0 and later load it)"
         )
-        reason = f"npu_shim's {VERL_PLUGINS} entry point is not installed for {python} ({how}: verl 0.9.0 and later " \
-                 "load it)"  # fmt: skip
     elif works:
         reason = f"import verl loaded npu_shim's {VERL_PLUGINS} entry point, which activated"
     elif not allowed:

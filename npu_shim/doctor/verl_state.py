@@ -1,10 +1,5 @@
-"""The report, gathered, judged and rendered in the probed interpreter: what verl looks like there, and what npu_shim
-did to it (or would do).
-
-Runs inside the probe, after verl was imported there. It imports ``verl.workers.engine`` and the modules the fixes
-watch, nothing heavier (no process group, no engine, nothing on an accelerator), and never activates the shim: where
-it is inactive, the fixes are dry-run and reverted at once.
-"""
+"""The report, gathered, judged and rendered in the probed interpreter, after ``import verl`` there. It imports only
+the modules the fixes watch (no process group, no engine, nothing on an accelerator) and never activates the shim."""
 
 from __future__ import annotations
 
@@ -46,17 +41,18 @@ def answer(start: dict[str, Any], order: Any, options: dict[str, Any], assume: A
     report = {**report, "probe": start, "megatron_adaptor": adaptor, "probed_in": options.get("probed_in")}
     report = {**report, "routes": routes.judge(report, options), "npu_shim_version": npu_shim.__version__}
     why = problems(report, options)
-    report = with_status(report, PROBLEM if why else _unproblematic(report), problems=why)
+    # where verl looks up no NPU engines (a build machine): "not judged", not "ok" for what was not seen
+    unproblematic = OK if report["engine_device"] == "npu" else NOT_JUDGED
+    status = PROBLEM if why else unproblematic if report["verl"]["installed"] else NOT_APPLICABLE
+    report = with_status(report, status, problems=why)
     return {"report": report, "text": render(report)}
 
 
 def _shim_state(no_verl: str | None) -> dict[str, Any]:
     """The shim here; ``no_verl``: why verl did not import (then an active shim has nothing to patch)."""
-    via = npu_shim.activated_via()
-    hook = sys.modules.get("npu_shim.hook")
+    via, hook, disabled = npu_shim.activated_via(), sys.modules.get("npu_shim.hook"), switch("NPU_SHIM_DISABLE")
     failure = getattr(hook, "failure", None)
     failure_text = None if failure is None else error_text(failure)
-    disabled = switch("NPU_SHIM_DISABLE")
     reason = None
     if via is None and disabled:
         reason = "disabled by NPU_SHIM_DISABLE"
@@ -75,16 +71,9 @@ def _shim_state(no_verl: str | None) -> dict[str, Any]:
     elif not hook.outcomes:
         reason = f"the shim's hook has not run on {ENGINE_PACKAGE}"
     named, known = names_of_disabled_fixes(), fix_names()
-    return dict(
-        active=reason is None,
-        activated_via=via,
-        disabled=disabled,
-        hook_loaded=hook is not None,
-        failure=failure_text,
-        reason=reason,
-        disabled_fixes=[name for name in known if name in named],
-        unknown_fixes=sorted(named.difference(known)),
-    )
+    off, unknown = [name for name in known if name in named], sorted(named.difference(known))
+    state = dict(active=reason is None, activated_via=via, disabled=disabled, hook_loaded=hook is not None)
+    return {**state, "failure": failure_text, "reason": reason, "disabled_fixes": off, "unknown_fixes": unknown}
 
 
 def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str, Any]]:
@@ -113,24 +102,27 @@ def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str
     return rows
 
 
-def _judged_off(shim: dict[str, Any]) -> dict[str, str]:
-    """The verdicts of the fixes turned off, judged here: the hook never runs one (its judgement may be what a user
-    turned it off for)."""
-    judged = {}
+def _needed_but_off(shim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fixes turned off whose change this verl lacks, judged here: the hook never runs one."""
+    off = []
     for fix in FIXES:
         module = sys.modules.get(fix.watches)
         if fix.name in shim["disabled_fixes"] and module is not None:
             try:
-                judged[fix.name] = fix.judge(module).verdict
+                if fix.judge(module).verdict == MISSING:
+                    off.append(fix.name)
             except Exception as error:
                 logger.debug("%s's judgement failed: %s", fix.name, error_text(error))
-    return judged
+    return _critic_rows(off)
+
+
+def _critic_rows(names: list[str]) -> list[dict[str, Any]]:
+    return [{"fix": name, "breaks_critic": critic_fails_without(name)} for name in names]
 
 
 def _registry_rows(registry: Any) -> list[dict[str, Any]]:
     rows = []
-    engines = getattr(registry, "_engines", None)
-    for model_type, backends in engines.items() if isinstance(engines, dict) else ():
+    for model_type, backends in getattr(registry, "_engines", {}).items():  # read_layout: a dict, or no registry
         for backend, devices in backends.items():
             for key, engine_class in devices.items():
                 device, *vendor = key if isinstance(key, tuple) else (key,)  # 0.9: (device, vendor)
@@ -154,20 +146,16 @@ def _qualified(obj: Any) -> str:
 
 def _lookup(registry: Any, assumed_device: str | None, assume: Assume) -> dict[str, Any]:
     """``get_engine_cls("value_model", "megatron")`` for ``assumed_device``: resolves, to which class, or why not."""
-    resolves, engine_class, error = False, None, "verl has no EngineRegistry with get_engine_cls"
+    engine_class, error = None, "verl has no EngineRegistry with get_engine_cls"
     if registry is not None:
         try:
             with assume(assumed_device):
-                engine_class, resolves, error = (
-                    _qualified(registry.get_engine_cls("value_model", "megatron")),
-                    True,
-                    None,
-                )
+                engine_class, error = _qualified(registry.get_engine_cls("value_model", "megatron")), None
         except AssertionError as raised:
             error = str(raised)
         except Exception as raised:  # a verl we do not know: report, do not crash the doctor
             error = error_text(raised)
-    return dict(value_model_megatron_resolves=resolves, value_model_megatron_class=engine_class,
+    return dict(value_model_megatron_resolves=error is None, value_model_megatron_class=engine_class,
                 value_model_megatron_error=error)  # fmt: skip
 
 
@@ -190,9 +178,9 @@ def _verl_device() -> str | None:
 
 
 def collect(verl_import_error: str | None, assumed_device: str | None, assume: Assume) -> Report:
-    """The report's findings here, not judged yet. ``verl_import_error``: how ``import verl`` failed where the probe
-    first tried it, as a worker would (verl is not imported again). ``assumed_device``: judge as where verl sees that
-    device (``doctor --device npu``); ``assume`` makes verl's registry look engines up for it."""
+    """The report's findings here, not judged yet. ``verl_import_error``: how the probe's ``import verl`` failed (verl
+    is not imported again); ``assumed_device``: judge as where verl sees that device (``doctor --device npu``), which
+    ``assume`` makes verl's registry look engines up for."""
     # First, before anything below imports more of Megatron: the probe's MegatronOrder notes this look-up.
     report = {**blank(), **mindspeed_state.stack(), "assumed_device": assumed_device}
     verl = None if verl_import_error else sys.modules.get("verl")
@@ -224,34 +212,27 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
     # a module may fail where the engine package imports: a verl older than it, or no Megatron
     import_errors = {module: failed["error"] for module, (_, failed) in imported.items() if failed}
     layout = read_layout(engine_package)
-    fixes, judged_off = _fixes(shim, import_errors), _judged_off(shim)
-    verdicts = {row["fix"]: row["would"] or row["verdict"] for row in fixes}
+    fixes, needed_but_off = _fixes(shim, import_errors), _needed_but_off(shim)
     # VERL_ENGINE_DEVICE where this verl's get_engine_cls reads it (0.9)
     get_engine_cls = getattr(layout.registry, "get_engine_cls", None)
     code = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
     reads_it = code is not None and "VERL_ENGINE_DEVICE" in code.co_consts
-    gaps = [row["fix"] for row in fixes if UNRECOGNISED in (row["verdict"], row["would"])]
-    off = [fix for fix, verdict in judged_off.items() if verdict == MISSING]
-    # where this verl lacks the change npu_smi_card makes: the decision it makes for the rollout
-    ipc = "npu" in (device, assumed_device) and verdicts[npu_smi_card.NAME] in (APPLIED, ALREADY_APPLIED, WOULD_APPLY)
     report.update(
         mindspeed_state.offer(report, layout),
         fixes=fixes,
-        unrecognised=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in gaps],
-        needed_but_off=[{"fix": fix, "breaks_critic": critic_fails_without(fix)} for fix in off],
+        unrecognised=_critic_rows([row["fix"] for row in fixes if UNRECOGNISED in (row["verdict"], row["would"])]),
+        needed_but_off=needed_but_off,
         bridge=bridge_state.bridge_state(),
         engine_device=assumed_device or (reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or device,
         registry=_registry_rows(layout.registry),
-        rollout_ipc=_rollout_ipc() if ipc else None,
         **_lookup(layout.registry, assumed_device, assume),
     )
+    # where this verl lacks the change npu_smi_card makes: the rollout's IPC decision, as the shim makes it here
+    card = next(row["would"] or row["verdict"] for row in fixes if row["fix"] == npu_smi_card.NAME)
+    if "npu" in (device, assumed_device) and card in (APPLIED, ALREADY_APPLIED, WOULD_APPLY):
+        decision = npu_smi_card.decision()
+        report["rollout_ipc"] = f"{'IPC' if decision.ipc else 'shared memory (IPC off)'}: {decision.why}"
     return report
-
-
-def _rollout_ipc() -> str:
-    """The vLLM rollout's IPC decision, as the shim makes it in this process (``npu-smi`` asked once), and whence."""
-    decision = npu_smi_card.decision()
-    return f"{'IPC' if decision.ipc else 'shared memory (IPC off)'}: {decision.why}"
 
 
 def problems(report: Report, options: dict[str, Any]) -> list[str]:
@@ -283,9 +264,3 @@ def problems(report: Report, options: dict[str, Any]) -> list[str]:
     if not report["value_model_megatron_resolves"]:
         why.append("a Megatron critic's engine does not resolve on an NPU")
     return why
-
-
-def _unproblematic(report: Report) -> str:
-    if not report["verl"]["installed"]:
-        return NOT_APPLICABLE
-    return OK if report["engine_device"] == "npu" else NOT_JUDGED  # a build machine: not "ok" for what was not seen
