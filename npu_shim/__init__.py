@@ -36,8 +36,7 @@ def activate(via: str = "import") -> bool:
 
 
 def activated_via() -> "str | None":
-    """How the shim was activated, or None: ``"sitecustomize"``, ``"VERL_USE_EXTERNAL_MODULES"``, ``"verl.plugins"``
-    (verl >= 0.9.0 loaded the installed shim's entry point) or ``"import"``."""
+    """How the shim was activated ("sitecustomize", "VERL_USE_EXTERNAL_MODULES", "verl.plugins", "import"), or None."""
     return _activated_via
 
 

@@ -103,8 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 def emit(text: str) -> None:
     """Print ``text`` and a newline; a reader that went away (``| head -1``) is not worth a traceback."""
     try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        print(text, flush=True)
     except BrokenPipeError:
         # Python flushes stdout again at exit: point it at /dev/null so that this flush cannot fail too.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -50,9 +50,8 @@ def watched_modules() -> list[str]:
 
 
 def apply_module(module: ModuleType, writer: Writer) -> list[Outcome]:
-    """Apply the fixes that watch ``module``, just imported, through ``writer``: the hook keeps the edits, the doctor
-    reverts them at once. A fix that raises (anything, KeyboardInterrupt too) leaves ``module`` as it was and the error
-    propagates. A fix that ``NPU_SHIM_DISABLED_FIXES`` names is not even judged."""
+    """Apply the fixes that watch ``module``, just imported, through ``writer`` (the doctor reverts its edits), but
+    those ``NPU_SHIM_DISABLED_FIXES`` names; one that raises leaves ``module`` as it was, and the error propagates."""
     turned_off = disabled_fixes(fix_names())
     try:
         return [

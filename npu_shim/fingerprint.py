@@ -1,6 +1,5 @@
-"""What a function's code says, as one hash of its syntax tree: to recognise verl's own code exactly, on every Python
-(docs/design.md, "Recognition by fingerprint"). ``scripts/fingerprints.py`` takes the fingerprints of released verl
-files without importing them; this module takes them of live functions, from the source file they were loaded from.
+"""What a function's code says, as one hash of its syntax tree, to recognise verl's own code exactly on every Python:
+of live functions, from their source files (``scripts/fingerprints.py``: of released verl files, without importing).
 """
 
 from __future__ import annotations
@@ -21,10 +20,8 @@ _ANNOTATIONS = frozenset({"annotation", "returns", "type_comment"})
 def _kept(node: ast.AST, name: str, field: Any) -> Any:
     if name in _ANNOTATIONS:
         return None
-    if name == "body" and isinstance(node, _DEFINITIONS) and field and isinstance(field[0], ast.Expr):
-        value = field[0].value
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):  # a docstring
-            return field[1:]
+    if name == "body" and isinstance(node, _DEFINITIONS) and ast.get_docstring(node, clean=False) is not None:
+        return field[1:]
     if name == "values" and isinstance(node, ast.JoinedStr):
         # some 3.12 releases (3.12.1 here) put an empty Constant after a replacement field in a format spec
         return [part for part in field if not (isinstance(part, ast.Constant) and part.value == "")]

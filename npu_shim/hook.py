@@ -49,8 +49,7 @@ def register() -> None:
         _registered = True
     if logger.level == logging.NOTSET or LOG_LEVEL in os.environ:
         logger.setLevel(log_level())
-    if not any(isinstance(handler, StderrUntilConfigured) for handler in logger.handlers):
-        logger.addHandler(StderrUntilConfigured())
+    logger.addHandler(StderrUntilConfigured())
     for module_name in watched_modules():
         wrapt.register_post_import_hook(on_module_imported, module_name)
 

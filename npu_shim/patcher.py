@@ -20,8 +20,7 @@ MISSING = "missing"  # a judgement only, never an outcome: the change is missing
 ENGINE_PACKAGE = "verl.workers.engine"  # what most fixes watch: its import has imported every engine module
 
 _ABSENT = object()
-# verl's own value of each name a fix bound or removed (None: verl had none), by owner (a module or a class), weakly:
-# a module imported afresh is a new owner, with nothing recorded.
+# verl's own value of each name a fix bound or removed (None: verl had none), weakly by owner (a module or a class).
 _originals: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 # What each fix replaced, by the watched module it was applied to: "already applied" while all of it is still ours.
 _applied: weakref.WeakKeyDictionary[ModuleType, dict[str, list[tuple[Any, str]]]] = weakref.WeakKeyDictionary()
@@ -38,12 +37,6 @@ class Outcome:
     @property
     def missing(self) -> bool:
         return self.verdict == MISSING
-
-
-def mark_as_ours(obj: Any) -> Any:
-    """Tag a class or function npu_shim added, so later activations and the doctor can tell it from verl's."""
-    obj.__npu_shim__ = True
-    return obj
 
 
 def is_ours(obj: Any) -> bool:
@@ -82,7 +75,7 @@ class Writer:
     def bind(self, owner: Any, attribute: str, value: Any, *, ours: bool = True) -> None:
         """Set ``owner.attribute`` to ``value``: npu_shim's own (marked), or verl's bound under another name."""
         if ours:
-            mark_as_ours(value)
+            value.__npu_shim__ = True  # so that later activations and the doctor tell it from verl's (is_ours)
             self._replaced.append((owner, attribute))
         self._keep(owner, attribute)
         previous = vars(owner).get(attribute, _ABSENT)

@@ -1,6 +1,5 @@
-"""How the shim reaches the interpreters verl starts (Ray workers, torchrun and multiprocessing children: a patch in
-the driver alone does not reach verl's engines), and ``npu-shim runtime-env``: the Ray ``runtime_env`` that gives
-verl's workers the shim, as JSON and in Hydra's override grammar for verl's trainer.
+"""How the shim reaches the interpreters verl starts (Ray workers, torchrun and multiprocessing children), and
+``npu-shim runtime-env``: the Ray ``runtime_env`` that gives verl's workers the shim, as JSON and as a Hydra override.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ from typing import Any
 
 from npu_shim.settings import BOOTSTRAP, BOOTSTRAP_MARKER, PACKAGE, PACKAGE_DIR, VERL_MODULES, switch
 
-INSTALLED_BOOTSTRAP_DIR = os.path.join(os.path.dirname(PACKAGE_DIR), BOOTSTRAP)  # beside the package, not inside it
-PYTHONPATH_ROUTE = "PYTHONPATH"
 HYDRA_KEY = "+ray_kwargs.ray_init.runtime_env"
 # A string Hydra reads as that same string without quotes: no separators (, : = spaces), not a number,
 # and not one of the words it turns into a bool or None.
@@ -45,35 +42,27 @@ def bootstrap_dir(package_dir: str | None = None) -> str:
 def with_bootstrap_first(pythonpath: str, bootstrap: str | None = None) -> str:
     """``pythonpath`` with the bootstrap directory (this shim's, or ``bootstrap``) first, once; others in order."""
     first = bootstrap or bootstrap_dir()
-    # this shim's own entries go too (a checkout's npu_shim_bootstrap would activate nothing)
-    ours = {first, bootstrap_dir(), INSTALLED_BOOTSTRAP_DIR}
+    # this shim's own entries go too (a checkout's npu_shim_bootstrap, beside the package, would activate nothing)
+    ours = {first, bootstrap_dir(), os.path.join(os.path.dirname(PACKAGE_DIR), BOOTSTRAP)}
     entries = [entry for entry in pythonpath.split(os.pathsep) if entry and entry not in ours]
     return os.pathsep.join([first, *entries])
 
 
-# PYTHONPATH as it was before propagate() changed it (None: unset), for the doctor, which judges
-# the environment its caller gave it; _UNCHANGED while propagate() has changed nothing.
-_UNCHANGED = object()
-pythonpath_before: object = _UNCHANGED
+# What propagate() changed, as it was given (None: unset): the doctor judges the environment its caller gave it
+_given: dict[str, str | None] = {}
 
 
 def propagate() -> None:
     """Put the bootstrap directory first on PYTHONPATH so that child interpreters activate too."""
-    global pythonpath_before
     if switch("NPU_SHIM_PROPAGATE"):
-        if pythonpath_before is _UNCHANGED:
-            pythonpath_before = os.environ.get("PYTHONPATH")
+        _given.setdefault("PYTHONPATH", os.environ.get("PYTHONPATH"))
         os.environ["PYTHONPATH"] = with_bootstrap_first(os.environ.get("PYTHONPATH", ""))
 
 
 def environ_as_given() -> dict[str, str]:
     """``os.environ`` without what propagate() added: the environment this process was given."""
-    env = dict(os.environ)
-    if pythonpath_before is None:
-        env.pop("PYTHONPATH", None)
-    elif isinstance(pythonpath_before, str):
-        env["PYTHONPATH"] = pythonpath_before
-    return env
+    env = {**os.environ, **_given}
+    return {name: value for name, value in env.items() if value is not None}
 
 
 def ray_runtime_env(runtime_env: dict | None = None, bootstrap: str | None = None) -> dict:
@@ -102,7 +91,7 @@ def default_route(package_dir: str | None = None) -> str:
     """verl's own route for an installed shim (``package_dir``: the one workers import, by default this one); a
     checkout is not importable by workers without PYTHONPATH."""
     installed = bootstrap_dir(package_dir) == os.path.join(os.path.dirname(package_dir or PACKAGE_DIR), BOOTSTRAP)
-    return VERL_MODULES if installed else PYTHONPATH_ROUTE
+    return VERL_MODULES if installed else "PYTHONPATH"
 
 
 def hydra_value(value: Any) -> str:

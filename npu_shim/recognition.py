@@ -84,9 +84,6 @@ class KnownFunction:
             owner = vars(owner).get(name) if owner is not None else None
         return owner
 
-    def original(self, owner: Any) -> Any:
-        return get_original(owner, self.attribute)
-
     def releases(self, function: Any) -> list[str] | None:
         """The known releases whose code ``function`` is exactly; None where known_code.json has no entry for it."""
         table = known_code().get(self.source)
@@ -103,7 +100,7 @@ class KnownFunction:
         evidence = self.has_change(owner) if self.has_change else ""
         if evidence:
             return Outcome(self.fix, NATIVE, evidence)
-        current = self.original(owner)
+        current = get_original(owner, self.attribute)
         if current is None or is_ours(current):  # a name a fix bound where verl had none (shared_repatch's)
             ours = is_ours(vars(owner).get(self.attribute))
             why = f"{where} is npu_shim's own: this verl has none of its own" if ours else f"verl has no {where}"

@@ -30,9 +30,7 @@ _warned = set()
 def switch(name: str) -> bool:
     """The boolean value of one switch of ``SWITCHES``; a value we cannot read gets a warning and the default."""
     default, raw = SWITCHES[name], os.environ.get(name)
-    if raw is None:
-        return default
-    value = _BOOLEANS.get(raw.strip().lower())  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
+    value = default if raw is None else _BOOLEANS.get(raw.strip().lower())  # not "": `NPU_SHIM_PROPAGATE=` is a mistake
     if value is not None:
         return value
     warn_once(

@@ -42,8 +42,7 @@ def find_spec(name: str, path: object = None, target: object = None) -> "_Module
     take_over()
     stop_waiting(top)  # first: MegatronAdaptor imports Megatron itself, the hook's import of wrapt may import anything
     if top == VERL:
-        if any(variable.startswith("NPU_SHIM_") for variable in os.environ):
-            read_all()  # each bad value reported here, once, not by every interpreter that starts
+        read_all()  # each bad value reported here, once, not by every interpreter that starts
         install_hook()
     elif top == MEGATRON and adaptor_wanted():
         return before_megatron(name)
@@ -148,7 +147,6 @@ def came_too_late() -> None:
         )
 
 
-# Which route an `import npu_shim` that npu_shim's sitecustomize did not cause is.
 def names_npu_shim(modules: "str | None") -> bool:
     """Whether a VERL_USE_EXTERNAL_MODULES value names this package as verl reads it: split on commas, not stripped."""
     return PACKAGE in (modules or "").split(",")

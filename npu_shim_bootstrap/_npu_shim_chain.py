@@ -1,7 +1,6 @@
 """What npu_shim's start-up rarely needs (2.7 syntax): every case but the common one (docs/design.md), decided with
-realpaths (a venv's lib64 is its lib), and the later ``sitecustomize`` ours hides (``site`` imports only the first on
-sys.path: a container's own, OpenTelemetry's launcher), run after ours as ``site`` would have, an error in it reported
-the same way. It takes itself out of sys.modules again.
+realpaths (a venv's lib64 is its lib), and the later ``sitecustomize`` ours hides from ``site`` (a container's own,
+OpenTelemetry's launcher), run after ours as ``site`` would have run it, an error in it reported the same way.
 """
 
 import os
@@ -73,14 +72,6 @@ def _run_python3(entry):
     return True
 
 
-def run_next_sitecustomize():
-    """Run the first sitecustomize on sys.path that is not npu_shim's, if there is one."""
-    run = _run_python2 if sys.version_info[0] < 3 else _run_python3
-    for entry in list(sys.path):
-        if run(entry or os.curdir):
-            return
-
-
 def start(bootstrap):
     """npu_shim's start-up where its sitecustomize (``bootstrap``: that module) did not decide it."""
     here = os.path.dirname(os.path.abspath(bootstrap.__file__))
@@ -94,7 +85,10 @@ def start(bootstrap):
             __import__("npu_shim").activate("sitecustomize")  # reads the switches, reports a bad value
         else:  # the bootstrap module is the watcher (a later sitecustomize takes its place in sys.modules)
             sys.meta_path.insert(0, bootstrap)
-    run_next_sitecustomize()
+    run = _run_python2 if sys.version_info[0] < 3 else _run_python3
+    for entry in list(sys.path):  # the first sitecustomize on sys.path that is not npu_shim's, if there is one
+        if run(entry or os.curdir):
+            break
     # start-up's helper, not a module of the process; last, since Python 2 empties a module's globals when the
     # module goes
     sys.modules.pop(__name__, None)

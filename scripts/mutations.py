@@ -145,8 +145,8 @@ MUTATIONS = [
     Mutation(
         "watcher: a bad switch value never reported where start-up no longer reads the switches",
         "npu_shim/watcher.py:find_spec",
-        old="            read_all()",
-        new="            pass",
+        old="        read_all()",
+        new="        pass",
     ),
     Mutation(
         "watcher: MegatronAdaptor imported again where it is already loaded",
@@ -220,8 +220,8 @@ MUTATIONS = [
     Mutation(
         "log: no handler of the shim's own (INFO lost where the application set up no logging)",
         "npu_shim/hook.py:register",
-        old="        logger.addHandler(StderrUntilConfigured())\n",
-        new="        pass\n",
+        old="    logger.addHandler(StderrUntilConfigured())\n",
+        new="    pass\n",
     ),
     Mutation(
         "log: the shim's handler writes beside the application's (the line twice)",
@@ -258,8 +258,8 @@ MUTATIONS = [
     Mutation(
         "patcher: npu_shim's value left unmarked (a second activation cannot tell it from verl's)",
         "npu_shim/patcher.py:Writer.bind",
-        old="            mark_as_ours(value)\n",
-        new="",
+        old="            value.__npu_shim__ = True",
+        new="            pass",
     ),
     Mutation(
         "patcher: revert in the order the edits were made",
@@ -348,11 +348,9 @@ MUTATIONS = [
     ),
     Mutation(
         "recognition: a replaced function judged by its replacement, not verl's own (a second activation's judgement)",
-        "npu_shim/recognition.py:KnownFunction.original",
-        source="""
-        def original(self, owner: Any) -> Any:
-            return vars(owner).get(self.attribute)
-        """,
+        "npu_shim/recognition.py:KnownFunction.judge",
+        old="        current = get_original(owner, self.attribute)\n",
+        new="        current = vars(owner).get(self.attribute)\n",
     ),
     Mutation(
         "recognition: a function known_code.json lacks raises KeyError (every fix of the module reverted)",
