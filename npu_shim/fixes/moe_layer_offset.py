@@ -1,10 +1,9 @@
 """Backport of verl #5580 ("Support compatibility enhancements of vp_stage", in 0.8.0) to verl 0.7.1.
 
-Mirrors: ``get_moe_num_layers_to_build`` (``verl.utils.megatron.router_replay_utils``) after #5580: Megatron's
-``get_transformer_layer_offset`` is given ``vp_stage`` and ``pp_rank`` only where it takes them.
-Missing when: the function is exactly PyPI 0.7.1's, which always passes both, and megatron-core's offset function
-takes neither (0.12.1): every forward of every Megatron engine dies with ``TypeError`` (docs/fixes.md).
-Does: rebinds the function in that module, whose callers look the name up at call time.
+Mirrors: ``get_moe_num_layers_to_build`` after #5580: ``vp_stage`` and ``pp_rank`` only where Megatron takes them.
+Missing when: it is exactly 0.7.1's, passing both to a megatron-core that takes neither (0.12.1): every Megatron
+forward raises ``TypeError`` (docs/fixes.md).
+Does: rebinds the function in its module, whose callers look the name up at call time.
 """
 
 from __future__ import annotations
