@@ -8,7 +8,6 @@ Does: rebinds the function in its module, whose callers look the name up at call
 
 from __future__ import annotations
 
-import inspect
 import sys
 from types import ModuleType
 from typing import Any
@@ -27,7 +26,7 @@ def moe_num_layers_to_build(config: Any, vp_stage: int | None = None, pp_rank: i
     module = sys.modules[WATCHES]
     layers = module.get_num_layers_to_build(config, vp_stage=vp_stage, pp_rank=pp_rank)
     offset_of = module.get_transformer_layer_offset
-    taken = inspect.signature(offset_of).parameters
+    taken = parameters(offset_of)
     requested = {"vp_stage": vp_stage, "pp_rank": pp_rank}
     first = offset_of(config, **{name: value for name, value in requested.items() if name in taken})
     return sum(1 for index in range(first, first + layers) if module.is_moe_layer(config, index))

@@ -130,9 +130,8 @@ def decide(device: ModuleType, environ: Any = os.environ, run: Callable[..., Any
     board = BoardQuery(environ, run)
     try:
         *hardware, software, cann = with_globals(get_original(device, "get_npu_versions"), subprocess=board)()
-        ipc = bool(a5 is not None and hardware and hardware[0] == a5) or device.check_ipc_version_support(
-            software, cann
-        )
+        answered_a5 = bool(a5 is not None and hardware and hardware[0] == a5)
+        ipc = answered_a5 or device.check_ipc_version_support(software, cann)
     except Exception as error:  # whatever verl's reading raises, the rollout takes shared memory
         why = board.failure or f"{type(error).__name__}: {error}"
         logger.warning("npu_shim: the NPU's versions could not be read (%s): %s", why, WHY_LINE)
@@ -181,8 +180,7 @@ DECIDERS = (
 
 
 def judge(module: ModuleType) -> Outcome:
-    """The probe's verdict where it is not a release's card-1 probe; else the decider's that is missing (or, where
-    none is, the unrecognised one, or the last)."""
+    """The probe's verdict unless it is a release's; else the missing decider's (or the unrecognised, or the last)."""
     probe = PROBE.judge(PROBE.owner())
     if not probe.missing:
         return probe
