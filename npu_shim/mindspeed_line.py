@@ -3,8 +3,6 @@
 anything unreadable means "unknown", and the caller keeps upstream's behaviour.
 """
 
-from __future__ import annotations
-
 import logging
 import sys
 from argparse import Namespace
