@@ -151,7 +151,7 @@ def _reads_training_arguments(function: Any) -> bool:
 
 def _training_arguments_failure() -> str | None:
     """What ``megatron.training.get_args()`` does in this process instead of giving arguments; None if it gives them."""
-    training = sys.modules.get(MEGATRON_TRAINING)  # not imported: its arguments live there, none unless it was
+    training = sys.modules.get(MEGATRON_TRAINING)  # never imported here: where nothing imported it, no arguments exist
     if training is None:
         return f"nothing in this process imported {MEGATRON_TRAINING}, so nothing initialised its arguments"
     get_args = getattr(training, "get_args", None)

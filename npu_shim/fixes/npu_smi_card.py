@@ -169,7 +169,7 @@ PROBE = KnownFunction(
     change=CHANGE,
     if_left=IF_LEFT,
 )
-# A release's IPC decision, rebound. 0.7.1's and 0.8.0's callers bind is_support_ipc by name, after the hook rebinds it.
+# The releases' IPC decisions. 0.7.1's and 0.8.0's callers bind is_support_ipc by name, after the hook rebinds it.
 _decider = partial(Rebinding, fix=NAME, change=CHANGE, if_left=IF_LEFT, applied=DOES)
 DECIDERS = (
     _decider(source="verl/utils/device.py:is_support_ipc", missing_in=("0.7.1", "0.8.0"), replacement=is_support_ipc),

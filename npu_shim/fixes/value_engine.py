@@ -50,9 +50,10 @@ def read_layout(engine_package: ModuleType) -> VerlLayout:
     base = sys.modules.get(f"{ENGINE_PACKAGE}.base")
     registry = getattr(base, "EngineRegistry", None) or getattr(engine_package, "EngineRegistry", None)
     # verl >= 0.6: register(model_type=, backend=, device=) over a nested _engines dict
-    keyed = isinstance(getattr(registry, "_engines", None), dict)
+    takes_key = set(KEY) <= parameters(getattr(registry, "register", None)).keys()
+    keyed = takes_key and isinstance(getattr(registry, "_engines", None), dict)
     return VerlLayout(
-        registry=registry if keyed and set(KEY) <= parameters(getattr(registry, "register", None)).keys() else None,
+        registry=registry if keyed else None,
         megatron_impl=sys.modules.get(MEGATRON_IMPL),
         mindspeed_impl=sys.modules.get(MINDSPEED_IMPL),
     )
