@@ -1,11 +1,7 @@
-"""What the MindSpeed in this process does with an engine's config: the line it is, and what earlier engines set
-(how the lines differ, and why a key one engine set stays on for the next: docs/mindspeed-lines.md).
-
-Read through the ``mindspeed.args_utils`` that verl's import of ``mindspeed.megatron_adaptor`` loaded; nothing here
-imports MindSpeed. Anything unreadable means "unknown", and the caller keeps upstream's behaviour.
+"""What the MindSpeed in this process does with an engine's config: its line, and what earlier engines set
+(docs/mindspeed-lines.md). Read through the ``mindspeed.args_utils`` verl's import loaded, never importing MindSpeed;
+anything unreadable means "unknown", and the caller keeps upstream's behaviour.
 """
-
-from __future__ import annotations
 
 import logging
 import sys
@@ -52,14 +48,24 @@ def has_batch_invariant_attention() -> bool | None:
 
 def fit(config: dict[str, Any]) -> None:
     """Set ``use_flash_attn`` in ``config`` (a copy of the engine's keys) for this MindSpeed line and what earlier
-    engines in this process left on, and say what they left on; where this differs from upstream's #6674, and why:
-    docs/mindspeed-lines.md."""
+    engines in this process left on, and warn once per key an earlier engine handed MindSpeed and this one leaves."""
     defaults, current = _arguments()
     if defaults is not None and hasattr(defaults, BATCH_INVARIANT):
         _refuse_context_parallelism(config, current)
     config[FUSION_ATTENTION] = _fusion_attention(config, defaults, current)
     if current is not None:
-        _note_inherited_keys(config, defaults, current)
+        for key in sorted(_passed - config.keys() - {BATCH_INVARIANT}):  # that one has its own warning
+            value = getattr(current, key, None)
+            if value != getattr(defaults, key, None):
+                warn_once(
+                    f"inherited-{key}",
+                    "MindSpeed keeps its arguments for the whole process: this engine's override_transformer_config "
+                    "does not set %s, so MindSpeed keeps %s=%r from an earlier engine in this process "
+                    "(verl builds colocated roles one after the other in one process)",
+                    key,
+                    key,
+                    value,
+                )
     _passed.update(config)
 
 
@@ -91,22 +97,6 @@ def _fusion_attention(config: Mapping[str, Any], defaults: Namespace | None, cur
     return False if requested or inherited else configured
 
 
-def _note_inherited_keys(config: Mapping[str, Any], defaults: Namespace | None, current: Namespace) -> None:
-    """Warn once per key that an earlier engine handed MindSpeed and this one does not set: it still applies."""
-    for key in sorted(_passed - config.keys() - {BATCH_INVARIANT}):  # that one has its own warning
-        value = getattr(current, key, None)
-        if value != getattr(defaults, key, None):
-            warn_once(
-                f"inherited-{key}",
-                "MindSpeed keeps its arguments for the whole process: this engine's override_transformer_config "
-                "does not set %s, so MindSpeed keeps %s=%r from an earlier engine in this process "
-                "(verl builds colocated roles one after the other in one process)",
-                key,
-                key,
-                value,
-            )
-
-
 def _refuse_context_parallelism(config: Mapping[str, Any], current: Namespace | None) -> None:
     """Batch-invariant attention replaces MindSpeed's context-parallel (ring) attention: refuse CP > 1 with it
     (MindSpeed's own argument check rejects the pair, but ``repatch`` checks nothing and the engine would build)."""
@@ -122,9 +112,8 @@ def _refuse_context_parallelism(config: Mapping[str, Any], current: Namespace | 
 
 
 def refuse_training_arguments(config: Mapping[str, Any]) -> None:
-    """After ``repatch``: refuse a ``TEDotProductAttention.__init__`` MindSpeed wrapped to read Megatron-LM's arguments
-    (``core_r0.18.0``'s double-ring options at CP > 1), which verl never initialises: the model build would die after
-    the device mesh. Told by what ``repatch`` did, not by the line (docs/mindspeed-lines.md)."""
+    """After ``repatch``: refuse a ``TEDotProductAttention.__init__`` MindSpeed wrapped to read Megatron-LM's arguments,
+    which verl never initialises (``core_r0.18.0``'s double-ring options at CP > 1; docs/mindspeed-lines.md)."""
     module = sys.modules.get(TE_ATTENTION_MODULE)  # imported by MindSpeed's patches where it wraps anything there
     if not _reads_training_arguments(getattr(getattr(module, "TEDotProductAttention", None), "__init__", None)):
         return
@@ -161,9 +150,8 @@ def _reads_training_arguments(function: Any) -> bool:
 
 
 def _training_arguments_failure() -> str | None:
-    """What ``megatron.training.get_args()`` does in this process instead of giving arguments; None if it gives them.
-    Not imported here: Megatron-LM's arguments live in that package, so where nothing imported it none exist."""
-    training = sys.modules.get(MEGATRON_TRAINING)
+    """What ``megatron.training.get_args()`` does in this process instead of giving arguments; None if it gives them."""
+    training = sys.modules.get(MEGATRON_TRAINING)  # never imported here: where nothing imported it, no arguments exist
     if training is None:
         return f"nothing in this process imported {MEGATRON_TRAINING}, so nothing initialised its arguments"
     get_args = getattr(training, "get_args", None)

@@ -439,8 +439,8 @@ MUTATIONS = [
     Mutation(
         "shared_repatch: a string attention_backend handed to MindSpeed as it is",
         "npu_shim/fixes/shared_repatch.py:mindspeed_repatch",
-        old='        config["attention_backend"] = _attn_backend(backend)\n',
-        new="        _attn_backend(backend)\n",
+        old='            config["attention_backend"] = AttnBackend[backend]\n',
+        new="            AttnBackend[backend]\n",
     ),
     Mutation(
         "value_engine: no export from verl.workers.engine",
@@ -456,8 +456,8 @@ MUTATIONS = [
     ),
     Mutation(
         "value_engine: the class without upstream's mesh init (it never repatches)",
-        "npu_shim/fixes/value_engine.py:build_engine_class",
-        old="_init_device_mesh = repatch_then_init_device_mesh(MindspeedEngineWithValueHead)",
+        "npu_shim/fixes/value_engine.py:edit",
+        old="_init_device_mesh = repatch_then_init_device_mesh(engine_class)",
         new="_init_device_mesh = value_head_engine._init_device_mesh",
     ),
     Mutation(

@@ -1,4 +1,3 @@
-"""One module per upstream verl change that npu_shim carries, each declaring ``FIX`` (:mod:`npu_shim.catalogue`).
-
-Each module's docstring says which change it mirrors, how it tells that the change is missing, and what it does.
+"""One module per upstream verl change npu_shim carries, each declaring ``FIX`` (:mod:`npu_shim.catalogue`): its
+docstring says which change it mirrors, how it tells that the change is missing, and what it does.
 """

@@ -1,13 +1,9 @@
 """Backport of the LM-head engine's repatch placement (verl #5697, then #6135's shared function).
 
 Mirrors: ``MindspeedEngineWithLMHead._init_device_mesh`` of verl >= 0.8.0: the repatch, then Megatron's mesh init.
-Missing when: the class repatches at the end of ``__init__`` instead (0.6.x, 0.7.x; by fingerprint): too late for
-MindSpeed's context-parallel wrapper, and on 0.7.1 into the user's ``override_transformer_config`` (docs/fixes.md).
-Does: drops that ``__init__`` (Megatron's is inherited, as upstream's effectively is) and adds upstream's
-``_init_device_mesh``.
+Missing when: the class repatches at the end of ``__init__`` (0.6.x, 0.7.x): too late for MindSpeed (docs/fixes.md).
+Does: drops that ``__init__`` (Megatron's is inherited) and adds upstream's ``_init_device_mesh``.
 """
-
-from __future__ import annotations
 
 from types import ModuleType
 
@@ -42,7 +38,6 @@ LM_INIT = KnownFunction(
 
 
 def edit(engine_package: ModuleType, writer: Writer) -> None:
-    """Not a rebinding: verl's ``__init__`` goes (Megatron's is inherited) and upstream's mesh init comes."""
     engine_class = LM_INIT.owner()
     writer.remove(engine_class, "__init__")
     writer.bind(engine_class, MESH_INIT, repatch_then_init_device_mesh(engine_class))

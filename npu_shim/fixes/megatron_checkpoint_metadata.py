@@ -1,13 +1,10 @@
 """megatron-core 0.12's checkpoint metadata through torch 2.10's writer: a resumed run loads what it saved.
 
 Mirrors: megatron-core 0.15's ``MCoreMetadata`` (a ``Metadata`` declaring ``mcore_data``); no verl change.
-Missing when: torch's ``FileSystemWriter.finish`` pickles a ``dataclasses.replace`` copy of the metadata (2.10), which
-drops the ``mcore_data`` megatron's save planner sets undeclared and its load reads (docs/fixes.md).
-Does: gives ``FileSystemWriterAsync`` a ``finish`` that hands on a ``Metadata`` of a subclass declaring the extras (so
-the copy keeps them), pickled as torch's own ``Metadata``: the file loads with the shim or without.
+Missing when: torch's writer pickles a ``dataclasses.replace`` copy of the metadata (2.10), without the ``mcore_data``
+megatron-core 0.12 sets undeclared and reads on load (docs/fixes.md).
+Does: gives ``FileSystemWriterAsync`` a ``finish`` keeping the extras, pickled as torch's own ``Metadata``.
 """
-
-from __future__ import annotations
 
 import copyreg
 import dataclasses

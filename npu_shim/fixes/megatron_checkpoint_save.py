@@ -1,13 +1,10 @@
 """Carry of verl #6322 to every torch from 2.8: megatron-core 0.12's distributed checkpoint save.
 
 Mirrors: ``apply_patch_megatron_v012_with_torch_v28(_v29)`` in ``verl/models/mcore/patch.py`` (torch 2.8/2.9 only).
-Missing when: megatron's ``FileSystemWriterAsync`` never passes the ``serialization_format`` torch's ``_write_item``
-requires from 2.8 (megatron-core 0.12.x; 0.13 passes it): every checkpoint save fails (docs/fixes.md).
-Does: rebinds ``_write_item`` there to one passing ``SerializationFormat.TORCH_SAVE`` (torch's default, what megatron
-0.13 passes) where the caller gives none.
+Missing when: megatron-core 0.12's ``FileSystemWriterAsync`` never passes the ``serialization_format`` torch's
+``_write_item`` requires from 2.8: every checkpoint save fails (docs/fixes.md).
+Does: rebinds ``_write_item`` there to one passing ``TORCH_SAVE`` (torch's default) where none is given.
 """
-
-from __future__ import annotations
 
 import inspect
 import sys
@@ -24,20 +21,15 @@ FORMAT = "serialization_format"
 WRITE_ITEM = "_write_item"
 
 
-def _requires_format(write_item: Any) -> bool:
-    parameter = parameters(write_item).get(FORMAT)
-    return parameter is not None and parameter.default is inspect.Parameter.empty
-
-
 def judge(module: ModuleType) -> Outcome:
     """Not a fingerprint of verl's code: megatron-core's, read by what its writer calls and what it passes."""
     current = getattr(module, WRITE_ITEM, None)
     writer = getattr(getattr(module, WRITER, None), "write_preloaded_data", None)
     code = getattr(inspect.unwrap(writer), "__code__", None) if writer is not None else None  # under _disable_gc
     if current is None or code is None:
-        why = f"{WATCHES} is not megatron-core 0.12's (no {WRITE_ITEM}, no {WRITER})"
-        return Outcome(NAME, NOT_APPLICABLE, why)
-    if not _requires_format(current):
+        return Outcome(NAME, NOT_APPLICABLE, f"{WATCHES} is not megatron-core 0.12's (no {WRITE_ITEM}, no {WRITER})")
+    parameter = parameters(current).get(FORMAT)
+    if parameter is None or parameter.default is not inspect.Parameter.empty:
         return Outcome(NAME, NOT_APPLICABLE, f"this torch's {WRITE_ITEM} takes no required {FORMAT} (torch < 2.8)")
     if str(getattr(writer, "__module__", "")).startswith("verl."):
         return Outcome(NAME, NATIVE, f"verl's own patch replaced {WRITER}.write_preloaded_data for this torch")

@@ -1,13 +1,9 @@
 """Backport of verl #5870 ("[megatron] fix: support critic model", in 0.8.0): the critic's forward keyword.
 
 Mirrors: ``MegatronEngineWithValueHead.forward_step`` after #5870: the forward asked for ``data_format``.
-Missing when: ``forward_step`` is exactly verl 0.7.1's, which passes ``enable_mtp=`` to
-``gptmodel_forward_no_padding``: every value forward dies with ``TypeError``, on any device (docs/fixes.md).
-Does: sets :func:`value_forward_step` on ``MegatronEngineWithValueHead`` (so on every engine derived from it). What
-#5870 also changed and this does not carry, and why: docs/fixes.md, "Not carried, and why".
+Missing when: it is exactly 0.7.1's, passing ``enable_mtp=``: every value forward raises ``TypeError`` (docs/fixes.md).
+Does: sets :func:`value_forward_step` on the class (so on every engine derived from it); not the rest of #5870.
 """
-
-from __future__ import annotations
 
 from functools import partial
 from typing import Any

@@ -1,12 +1,9 @@
 """verl's ``_mindspeed_repatch`` of 0.8.0 to 0.9.1 made the shim's: #6674 carried to 0.8.0, and per MindSpeed line.
 
-Mirrors: 0.9.0's ``_mindspeed_repatch`` (#6674), plus a mend upstream lacks, 0.9.1 too: ``use_flash_attn`` for the
-MindSpeed line in the process and what earlier engines left on (docs/fixes.md, docs/mindspeed-lines.md).
+Mirrors: 0.9.0's ``_mindspeed_repatch`` (#6674), plus the per-line ``use_flash_attn`` (docs/mindspeed-lines.md).
 Missing when: it is exactly 0.8.0's, 0.9.0's or 0.9.1's and verl bound MindSpeed's ``repatch`` for it to call.
 Does: rebinds it to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`; both engines look it up at call time.
 """
-
-from __future__ import annotations
 
 from types import ModuleType
 

@@ -1,15 +1,11 @@
 """Backport of verl #5580 ("Support compatibility enhancements of vp_stage", in 0.8.0) to verl 0.7.1.
 
-Mirrors: ``get_moe_num_layers_to_build`` (``verl.utils.megatron.router_replay_utils``) after #5580: Megatron's
-``get_transformer_layer_offset`` is given ``vp_stage`` and ``pp_rank`` only where it takes them.
-Missing when: the function is exactly PyPI 0.7.1's, which always passes both, and megatron-core's offset function
-takes neither (0.12.1): every forward of every Megatron engine dies with ``TypeError`` (docs/fixes.md).
-Does: rebinds the function in that module, whose callers look the name up at call time.
+Mirrors: ``get_moe_num_layers_to_build`` after #5580: ``vp_stage`` and ``pp_rank`` only where Megatron takes them.
+Missing when: it is exactly 0.7.1's, passing both to a megatron-core that takes neither (0.12.1): every Megatron
+forward raises ``TypeError`` (docs/fixes.md).
+Does: rebinds the function in its module, whose callers look the name up at call time.
 """
 
-from __future__ import annotations
-
-import inspect
 import sys
 from types import ModuleType
 from typing import Any
@@ -28,7 +24,7 @@ def moe_num_layers_to_build(config: Any, vp_stage: int | None = None, pp_rank: i
     module = sys.modules[WATCHES]
     layers = module.get_num_layers_to_build(config, vp_stage=vp_stage, pp_rank=pp_rank)
     offset_of = module.get_transformer_layer_offset
-    taken = inspect.signature(offset_of).parameters
+    taken = parameters(offset_of)
     requested = {"vp_stage": vp_stage, "pp_rank": pp_rank}
     first = offset_of(config, **{name: value for name, value in requested.items() if name in taken})
     return sum(1 for index in range(first, first + layers) if module.is_moe_layer(config, index))

@@ -1,12 +1,9 @@
 """Backport of verl #7055 to verl 0.8.0: the NPU attention mask built as bool, without float32 S x S tensors.
 
 Mirrors: ``verl.models.mcore.util._build_npu_attn_mask`` of verl 0.9.0.
-Missing when: the function is exactly 0.8.0's, which builds the causal part as float32 and casts it: two S x S float32
-tensors at once on the padded path verl takes on an NPU (8 GiB at 32k tokens) for a mask of S^2 bools.
+Missing when: it is exactly 0.8.0's: two float32 S x S tensors on an NPU's padded path (8 GiB at 32k tokens).
 Does: rebinds it to :func:`build_npu_attn_mask` (its one caller looks the name up at call time). Same mask.
 """
-
-from __future__ import annotations
 
 from typing import Any
 

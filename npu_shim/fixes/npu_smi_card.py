@@ -1,15 +1,10 @@
 """verl #6751/#6756/#6762/#6773 (closed, unfixed in every release): the rollout's IPC probe asks ``npu-smi`` of card 1.
 
 Mirrors: what the issues ask: the IPC decision from a card the host has, read once.
-Missing when: ``get_npu_versions`` (``verl/utils/device.py``) is a release's (0.7.1: card 1; 0.8.0 to 0.9.1: the first
-entry of ``ASCEND_VISIBLE_DEVICES`` and its half) and so is the IPC decision: a host without that NPU, or where no
-version can be read, fails the vLLM rollout's start, and 0.9.x asks again at each weight sync (docs/fixes.md).
-Does: rebinds the decision (0.7.1, 0.8.0: ``is_support_ipc``; 0.9.x: ``PlatformNPU.is_ipc_supported``) to one made
-once a process by :func:`decide`, which runs verl's own code asking a card the host has; where nothing can be read,
-shared memory and one warning. On CUDA, or without an NPU, 0.7.1's and 0.8.0's own function runs.
+Missing when: ``get_npu_versions`` and the IPC decision are a release's: a host without the NPU it asks (card 1, or the
+first of ``ASCEND_VISIBLE_DEVICES`` and its half), or with no readable version, fails the rollout (docs/fixes.md).
+Does: rebinds the decision (``is_support_ipc``; 0.9.x ``PlatformNPU.is_ipc_supported``) to :func:`decide`'s, once.
 """
-
-from __future__ import annotations
 
 import logging
 import os
@@ -17,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from types import ModuleType
 from typing import Any
 
@@ -133,9 +128,8 @@ def decide(device: ModuleType, environ: Any = os.environ, run: Callable[..., Any
     board = BoardQuery(environ, run)
     try:
         *hardware, software, cann = with_globals(get_original(device, "get_npu_versions"), subprocess=board)()
-        ipc = bool(a5 is not None and hardware and hardware[0] == a5) or device.check_ipc_version_support(
-            software, cann
-        )
+        answered_a5 = bool(a5 is not None and hardware and hardware[0] == a5)
+        ipc = answered_a5 or device.check_ipc_version_support(software, cann)
     except Exception as error:  # whatever verl's reading raises, the rollout takes shared memory
         why = board.failure or f"{type(error).__name__}: {error}"
         logger.warning("npu_shim: the NPU's versions could not be read (%s): %s", why, WHY_LINE)
@@ -150,7 +144,7 @@ def decision() -> Decision:
 
 
 def is_support_ipc() -> bool:
-    """verl 0.7.1's and 0.8.0's ``is_support_ipc``, decided once from a card the host has."""
+    """verl 0.7.1's and 0.8.0's ``is_support_ipc``, decided once from a card the host has (on CUDA: verl's own)."""
     device = sys.modules[WATCHES]
     if device.is_cuda_available or not device.is_npu_available:
         return get_original(device, "is_support_ipc")()
@@ -165,6 +159,8 @@ def is_ipc_supported(self: Any) -> bool:
 is_ipc_supported.__qualname__ = "PlatformNPU.is_ipc_supported"
 
 CHANGE = "verl #6762 (closed unfixed)"
+DOES = "now decides IPC once, from a card the host has"
+PLATFORM_NPU = "verl/plugin/platform/platform_npu.py:PlatformNPU"
 IF_LEFT = "the vLLM rollout fails to start on a host without NPU 1 or without a readable version"
 PROBE = KnownFunction(
     fix=NAME,
@@ -173,25 +169,16 @@ PROBE = KnownFunction(
     change=CHANGE,
     if_left=IF_LEFT,
 )
-
-
-def decider(source: str, missing_in: tuple[str, ...], replacement: Callable[..., bool]) -> Rebinding:
-    """A release's IPC decision, which the fix rebinds to ``replacement``."""
-    applied = "now decides IPC once, from a card the host has"
-    return Rebinding(fix=NAME, source=source, missing_in=missing_in, change=CHANGE, if_left=IF_LEFT,
-                     replacement=replacement, applied=applied)  # fmt: skip
-
-
-# 0.7.1's and 0.8.0's callers bind is_support_ipc by name, after the hook has rebound it in verl.utils.device.
+# The releases' IPC decisions. 0.7.1's and 0.8.0's callers bind is_support_ipc by name, after the hook rebinds it.
+_decider = partial(Rebinding, fix=NAME, change=CHANGE, if_left=IF_LEFT, applied=DOES)
 DECIDERS = (
-    decider("verl/utils/device.py:is_support_ipc", ("0.7.1", "0.8.0"), is_support_ipc),
-    decider("verl/plugin/platform/platform_npu.py:PlatformNPU.is_ipc_supported", ("0.9.0", "0.9.1"), is_ipc_supported),
+    _decider(source="verl/utils/device.py:is_support_ipc", missing_in=("0.7.1", "0.8.0"), replacement=is_support_ipc),
+    _decider(source=f"{PLATFORM_NPU}.is_ipc_supported", missing_in=("0.9.0", "0.9.1"), replacement=is_ipc_supported),
 )
 
 
 def judge(module: ModuleType) -> Outcome:
-    """The probe's verdict where it is not a release's card-1 probe; else the decider's that is missing (or, where
-    none is, the unrecognised one, or the last)."""
+    """The probe's verdict unless it is a release's; else the missing decider's (or the unrecognised, or the last)."""
     probe = PROBE.judge(PROBE.owner())
     if not probe.missing:
         return probe
@@ -208,11 +195,4 @@ def edit(module: ModuleType, writer: Writer) -> None:
             writer.bind(decider.owner(), decider.attribute, decider.replacement)
 
 
-FIX = Fix(
-    name=NAME,
-    judge=judge,
-    edit=edit,
-    applied=DECIDERS[0].applied,
-    watches=WATCHES,
-    known=(PROBE, *DECIDERS),
-)
+FIX = Fix(name=NAME, judge=judge, edit=edit, applied=DOES, watches=WATCHES, known=(PROBE, *DECIDERS))

@@ -1,15 +1,10 @@
 """verl #7507 (open, no upstream fix): a Ray worker sets its NPU by the place of Ray's id in ASCEND_RT_VISIBLE_DEVICES.
 
-Mirrors: verl #7507: where Ray leaves ``ASCEND_RT_VISIBLE_DEVICES`` alone, the position in it of the id Ray gives a
-worker is its device index.
-Missing when: ``Worker._setup_env_cuda_visible_devices`` is a release's code and, in the process importing it, both
-``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` (any value, as verl reads it) and ``ASCEND_RT_VISIBLE_DEVICES``
-are set: verl calls ``set_device`` with Ray's physical id ("5" of "4,5,6,7"), a wrong NPU or none (docs/fixes.md).
-Does: rebinds the method to :func:`setup_env_visible_devices`: verl's own function, the same code object, reading
-Ray's ``NPU`` ids as their places in that list ("5" -> "1") wherever both variables are set at the call.
+Mirrors: verl #7507: where Ray leaves that variable alone, the place in it of a worker's Ray id is its device index.
+Missing when: ``Worker._setup_env_cuda_visible_devices`` is a release's and both that variable and
+``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES`` are set: verl sets Ray's physical id as the device (docs/fixes.md).
+Does: rebinds it to :func:`setup_env_visible_devices`: verl's own code, reading Ray's NPU ids as their places ("1").
 """
-
-from __future__ import annotations
 
 import os
 import sys
@@ -36,8 +31,7 @@ def visible_devices(environ: Any = os.environ) -> list[str] | None:
 
 
 def device_index(accelerator_id: str, visible: list[str]) -> str:
-    """Ray's ``accelerator_id`` as the index of that device among ``visible`` (``"5"``, ``4,5,6,7``: ``"1"``), as the
-    string Ray gives; an id the list lacks stays as it is."""
+    """Ray's ``accelerator_id`` as its index among ``visible`` (``"5"`` of ``4,5,6,7``: ``"1"``); else as it is."""
     key = str(accelerator_id).strip()
     return str(visible.index(key)) if key in visible else accelerator_id
 

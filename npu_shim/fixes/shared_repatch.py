@@ -1,13 +1,9 @@
 """Backport of ``_mindspeed_repatch`` (verl #6135, with #6674's semantics as in verl 0.9.x).
 
-Mirrors: ``verl/workers/engine/mindspeed/transformer_impl.py::_mindspeed_repatch``, with one mend upstream lacks
-(:mod:`npu_shim.mindspeed_line`): ``use_flash_attn`` set for the MindSpeed line in the process and what earlier
-engines in it left on.
+Mirrors: upstream's function, but with ``use_flash_attn`` set per MindSpeed line (:mod:`npu_shim.mindspeed_line`).
 Missing when: verl's MindSpeed engine module has no ``_mindspeed_repatch`` (verl < 0.8.0).
 Does: binds :func:`mindspeed_repatch` there under upstream's name, for the engines npu_shim adds and anyone calling it.
 """
-
-from __future__ import annotations
 
 import sys
 from collections.abc import Callable
@@ -33,7 +29,16 @@ def mindspeed_repatch(engine_config: Any) -> None:
     config = dict(engine_config.get("override_transformer_config", None) or {})  # never the user's dict
     backend = config.get("attention_backend")
     if isinstance(backend, str):
-        config["attention_backend"] = _attn_backend(backend)
+        from megatron.core.transformer.enums import AttnBackend  # loaded, and patched, by the time engines are built
+
+        try:
+            config["attention_backend"] = AttnBackend[backend]
+        except KeyError:
+            choices = ", ".join(member.name for member in AttnBackend)
+            raise ValueError(
+                f"override_transformer_config.attention_backend={backend!r} is not a Megatron AttnBackend; "
+                f"use one of: {choices}"
+            ) from None
     if engine_config.context_parallel_size > 1:
         config["context_parallel_size"] = engine_config.context_parallel_size
     mindspeed_line.fit(config)  # use_flash_attn as upstream sets it, but for this MindSpeed line and process
@@ -42,8 +47,7 @@ def mindspeed_repatch(engine_config: Any) -> None:
 
 
 def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
-    """Upstream's ``_init_device_mesh`` of a MindSpeed engine (LM head and value head alike): the repatch for this
-    engine's config, then its base's mesh init."""
+    """Upstream's ``_init_device_mesh`` of a MindSpeed engine (LM or value head): the repatch, then the base's."""
 
     def _init_device_mesh(self: Any) -> None:
         mindspeed_repatch(self.engine_config)
@@ -51,19 +55,6 @@ def repatch_then_init_device_mesh(engine_class: type) -> Callable[[Any], None]:
 
     _init_device_mesh.__qualname__ = f"{engine_class.__qualname__}._init_device_mesh"
     return _init_device_mesh
-
-
-def _attn_backend(name: str) -> Any:
-    from megatron.core.transformer.enums import AttnBackend  # loaded, and patched, by the time engines are built
-
-    try:
-        return AttnBackend[name]
-    except KeyError:
-        choices = ", ".join(member.name for member in AttnBackend)
-        raise ValueError(
-            f"override_transformer_config.attention_backend={name!r} is not a Megatron AttnBackend; "
-            f"use one of: {choices}"
-        ) from None
 
 
 def judge(engine_package: ModuleType) -> Outcome:

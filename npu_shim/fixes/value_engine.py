@@ -1,14 +1,10 @@
 """Backport of ``MindspeedEngineWithValueHead`` (verl #6135, released in 0.8.0).
 
-Mirrors: the class in ``verl/workers/engine/mindspeed/transformer_impl.py``, registered for ``(value_model, megatron,
-npu)``, and its exports from ``verl.workers.engine``, ``.megatron`` and ``.mindspeed``.
-Missing when: verl's registry has nothing for that key although it has ``MegatronEngineWithValueHead`` (0.6.x, 0.7.x,
-main before #6135): a Megatron critic on an NPU fails with ``AssertionError: Unknown device: npu ...``.
-Does: defines the class in upstream's module (so it pickles by reference), registers it through verl's own
-``EngineRegistry.register`` and adds the exports.
+Mirrors: the class in verl's MindSpeed engine module, registered for ``(value_model, megatron, npu)``, and its exports.
+Missing when: the registry has nothing for that key beside a ``MegatronEngineWithValueHead`` (0.6.x, 0.7.x): a
+Megatron critic on an NPU fails with ``AssertionError: Unknown device: npu ...``.
+Does: defines the class in upstream's module (it pickles by reference), registers it through verl's own API, exports it.
 """
-
-from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
@@ -50,33 +46,17 @@ class VerlLayout:
         return None
 
 
-def has_keyed_registry(registry: Any) -> bool:
-    """True for verl >= 0.6: ``register(model_type=, backend=, device=)`` over a nested ``_engines`` dict."""
-    keyed = set(KEY) <= parameters(getattr(registry, "register", None)).keys()
-    return keyed and isinstance(getattr(registry, "_engines", None), dict)
-
-
 def read_layout(engine_package: ModuleType) -> VerlLayout:
     base = sys.modules.get(f"{ENGINE_PACKAGE}.base")
     registry = getattr(base, "EngineRegistry", None) or getattr(engine_package, "EngineRegistry", None)
+    # verl >= 0.6: register(model_type=, backend=, device=) over a nested _engines dict
+    takes_key = set(KEY) <= parameters(getattr(registry, "register", None)).keys()
+    keyed = takes_key and isinstance(getattr(registry, "_engines", None), dict)
     return VerlLayout(
-        registry=registry if has_keyed_registry(registry) else None,
+        registry=registry if keyed else None,
         megatron_impl=sys.modules.get(MEGATRON_IMPL),
         mindspeed_impl=sys.modules.get(MINDSPEED_IMPL),
     )
-
-
-def build_engine_class(value_head_engine: type, module_name: str) -> type:
-    """Upstream's class, over this verl's own ``MegatronEngineWithValueHead``."""
-
-    class MindspeedEngineWithValueHead(value_head_engine):  # type: ignore[misc, valid-type]
-        """verl's Megatron value-head (critic) engine on Ascend NPUs through MindSpeed (added by npu_shim)."""
-
-    # Upstream's name and place, so that pickle finds the class by reference where the shim is active (Ray ships it).
-    MindspeedEngineWithValueHead.__module__ = module_name
-    MindspeedEngineWithValueHead.__qualname__ = CLASS_NAME
-    MindspeedEngineWithValueHead._init_device_mesh = repatch_then_init_device_mesh(MindspeedEngineWithValueHead)
-    return MindspeedEngineWithValueHead
 
 
 def judge(engine_package: ModuleType) -> Outcome:
@@ -92,16 +72,23 @@ def judge(engine_package: ModuleType) -> Outcome:
     if getattr(layout.megatron_impl, BASE_NAME, None) is None:
         return Outcome(NAME, NOT_APPLICABLE, f"{MEGATRON_IMPL} has no {BASE_NAME}")
     if layout.mindspeed_impl is None:
-        why = "verl's MindSpeed engine module did not import (is MindSpeed installed?)"
-        return Outcome(NAME, NOT_APPLICABLE, why)
+        return Outcome(NAME, NOT_APPLICABLE, "verl's MindSpeed engine module did not import (is MindSpeed installed?)")
     return Outcome(NAME, MISSING, f"verl registers nothing for {KEY_TEXT}:")
 
 
 def edit(engine_package: ModuleType, writer: Writer) -> None:
-    """Upstream's class in upstream's module, registered, and the exports upstream has."""
+    """Upstream's class (over this verl's value-head engine) in upstream's module, registered, and its exports."""
     layout = read_layout(engine_package)
     value_head_engine = getattr(layout.megatron_impl, BASE_NAME)
-    engine_class = build_engine_class(value_head_engine, layout.mindspeed_impl.__name__)
+
+    class MindspeedEngineWithValueHead(value_head_engine):  # type: ignore[misc, valid-type]
+        """verl's Megatron value-head (critic) engine on Ascend NPUs through MindSpeed (added by npu_shim)."""
+
+    engine_class = MindspeedEngineWithValueHead
+    # Upstream's name and place, so that pickle finds the class by reference where the shim is active (Ray ships it).
+    engine_class.__module__ = layout.mindspeed_impl.__name__
+    engine_class.__qualname__ = CLASS_NAME
+    engine_class._init_device_mesh = repatch_then_init_device_mesh(engine_class)
     writer.bind(layout.mindspeed_impl, CLASS_NAME, engine_class)
     layout.registry.register(**KEY)(engine_class)
     slots = layout.slots(KEY["model_type"], KEY["backend"])

@@ -1,13 +1,9 @@
 """Backport of verl #7372 to verl 0.8.0 and 0.9.0: a VLM's THD attention mask on an NPU too.
 
-Mirrors: ``verl.models.mcore.util.build_vlm_attn_mask_thd`` after #7372, which returns each row's real tokens on
-every device (0.9.1's also pads the width for TP x CP, #7702, not carried).
-Missing when: the function is exactly 0.8.0's or 0.9.0's, which returns ``(padded input_ids, None)`` on an NPU: a
-vision-language model with ``use_remove_padding`` then counts padding as real tokens, silently.
+Mirrors: ``verl.models.mcore.util.build_vlm_attn_mask_thd`` after #7372 (not 0.9.1's TP x CP padding, #7702).
+Missing when: it is exactly 0.8.0's or 0.9.0's, whose ``None`` mask on an NPU counts padding as real tokens, silently.
 Does: rebinds the name in ``verl.models.mcore.model_forward`` (its caller imported it by name) and in ``util``.
 """
-
-from __future__ import annotations
 
 from typing import Any
 
