@@ -3,6 +3,8 @@
 anything unreadable means "unknown", and the caller keeps upstream's behaviour.
 """
 
+from __future__ import annotations
+
 import logging
 import sys
 from argparse import Namespace

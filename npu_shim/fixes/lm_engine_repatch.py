@@ -5,6 +5,8 @@ Missing when: the class repatches at the end of ``__init__`` (0.6.x, 0.7.x): too
 Does: drops that ``__init__`` (Megatron's is inherited) and adds upstream's ``_init_device_mesh``.
 """
 
+from __future__ import annotations
+
 from types import ModuleType
 
 from npu_shim.fixes.shared_repatch import repatch_then_init_device_mesh

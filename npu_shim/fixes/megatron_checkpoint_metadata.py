@@ -6,6 +6,8 @@ megatron-core 0.12 sets undeclared and reads on load (docs/fixes.md).
 Does: gives ``FileSystemWriterAsync`` a ``finish`` keeping the extras, pickled as torch's own ``Metadata``.
 """
 
+from __future__ import annotations
+
 import copyreg
 import dataclasses
 import sys

@@ -6,6 +6,8 @@ Missing when: megatron-core 0.12's ``FileSystemWriterAsync`` never passes the ``
 Does: rebinds ``_write_item`` there to one passing ``TORCH_SAVE`` (torch's default) where none is given.
 """
 
+from __future__ import annotations
+
 import inspect
 import sys
 from types import ModuleType

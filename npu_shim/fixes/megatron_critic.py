@@ -5,6 +5,8 @@ Missing when: it is exactly 0.7.1's, passing ``enable_mtp=``: every value forwar
 Does: sets :func:`value_forward_step` on the class (so on every engine derived from it); not the rest of #5870.
 """
 
+from __future__ import annotations
+
 from functools import partial
 from typing import Any
 

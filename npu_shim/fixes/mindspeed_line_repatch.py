@@ -5,6 +5,8 @@ Missing when: it is exactly 0.8.0's, 0.9.0's or 0.9.1's and verl bound MindSpeed
 Does: rebinds it to :func:`~npu_shim.fixes.shared_repatch.mindspeed_repatch`; both engines look it up at call time.
 """
 
+from __future__ import annotations
+
 from types import ModuleType
 
 from npu_shim.fixes.shared_repatch import UPSTREAM_NAME, mindspeed_repatch

@@ -6,6 +6,8 @@ forward raises ``TypeError`` (docs/fixes.md).
 Does: rebinds the function in its module, whose callers look the name up at call time.
 """
 
+from __future__ import annotations
+
 import sys
 from types import ModuleType
 from typing import Any

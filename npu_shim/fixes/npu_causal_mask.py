@@ -5,6 +5,8 @@ Missing when: it is exactly 0.8.0's: two float32 S x S tensors on an NPU's padde
 Does: rebinds it to :func:`build_npu_attn_mask` (its one caller looks the name up at call time). Same mask.
 """
 
+from __future__ import annotations
+
 from typing import Any
 
 from npu_shim.recognition import Rebinding

@@ -6,6 +6,8 @@ first of ``ASCEND_VISIBLE_DEVICES`` and its half), or with no readable version, 
 Does: rebinds the decision (``is_support_ipc``; 0.9.x ``PlatformNPU.is_ipc_supported``) to :func:`decide`'s, once.
 """
 
+from __future__ import annotations
+
 import logging
 import os
 import subprocess

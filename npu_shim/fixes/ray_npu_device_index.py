@@ -6,6 +6,8 @@ Missing when: ``Worker._setup_env_cuda_visible_devices`` is a release's and both
 Does: rebinds it to :func:`setup_env_visible_devices`: verl's own code, reading Ray's NPU ids as their places ("1").
 """
 
+from __future__ import annotations
+
 import os
 import sys
 from typing import Any

@@ -5,6 +5,8 @@ Missing when: verl's MindSpeed engine module has no ``_mindspeed_repatch`` (verl
 Does: binds :func:`mindspeed_repatch` there under upstream's name, for the engines npu_shim adds and anyone calling it.
 """
 
+from __future__ import annotations
+
 import sys
 from collections.abc import Callable
 from types import ModuleType

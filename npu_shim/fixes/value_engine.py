@@ -6,6 +6,8 @@ Megatron critic on an NPU fails with ``AssertionError: Unknown device: npu ...``
 Does: defines the class in upstream's module (it pickles by reference), registers it through verl's own API, exports it.
 """
 
+from __future__ import annotations
+
 import sys
 from dataclasses import dataclass
 from types import ModuleType

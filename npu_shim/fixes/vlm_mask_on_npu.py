@@ -5,6 +5,8 @@ Missing when: it is exactly 0.8.0's or 0.9.0's, whose ``None`` mask on an NPU co
 Does: rebinds the name in ``verl.models.mcore.model_forward`` (its caller imported it by name) and in ``util``.
 """
 
+from __future__ import annotations
+
 from typing import Any
 
 from npu_shim.recognition import Rebinding
