@@ -30,7 +30,9 @@ _warned = set()
 def switch(name: str) -> bool:
     """The boolean value of one switch of ``SWITCHES``; a value we cannot read gets a warning and the default."""
     default, raw = SWITCHES[name], os.environ.get(name)
-    value = default if raw is None else _BOOLEANS.get(raw.strip().lower())  # not "": `NPU_SHIM_PROPAGATE=` is a mistake
+    if raw is None:
+        return default
+    value = _BOOLEANS.get(raw.strip().lower())  # not "": `NPU_SHIM_PROPAGATE=` is a mistake to report
     if value is not None:
         return value
     warn_once(

@@ -143,7 +143,8 @@ def _plugin_route(probe: dict[str, Any], disabled: bool, install_from: str | Non
     works = probe["activated_after_verl"] == VERL_PLUGINS and not failed
     if not installed:
         # npu-shim is not on PyPI: never a bare name an index could answer with someone else's package
-        python, how = probe["python"], "install npu_shim there as it was installed here"
+        python = probe["python"]
+        how = "install npu_shim there as it was installed here"
         if install_from:
             how = f"{shlex.quote(python)} -m pip install {shlex.quote(install_from)}"
         reason = (

@@ -41,18 +41,17 @@ def answer(start: dict[str, Any], order: Any, options: dict[str, Any], assume: A
     report = {**report, "probe": start, "megatron_adaptor": adaptor, "probed_in": options.get("probed_in")}
     report = {**report, "routes": routes.judge(report, options), "npu_shim_version": npu_shim.__version__}
     why = problems(report, options)
-    # where verl looks up no NPU engines (a build machine): "not judged", not "ok" for what was not seen
-    unproblematic = OK if report["engine_device"] == "npu" else NOT_JUDGED
-    status = PROBLEM if why else unproblematic if report["verl"]["installed"] else NOT_APPLICABLE
-    report = with_status(report, status, problems=why)
+    report = with_status(report, PROBLEM if why else _unproblematic(report), problems=why)
     return {"report": report, "text": render(report)}
 
 
 def _shim_state(no_verl: str | None) -> dict[str, Any]:
     """The shim here; ``no_verl``: why verl did not import (then an active shim has nothing to patch)."""
-    via, hook, disabled = npu_shim.activated_via(), sys.modules.get("npu_shim.hook"), switch("NPU_SHIM_DISABLE")
+    via = npu_shim.activated_via()
+    hook = sys.modules.get("npu_shim.hook")
     failure = getattr(hook, "failure", None)
     failure_text = None if failure is None else error_text(failure)
+    disabled = switch("NPU_SHIM_DISABLE")
     reason = None
     if via is None and disabled:
         reason = "disabled by NPU_SHIM_DISABLE"
@@ -71,9 +70,16 @@ def _shim_state(no_verl: str | None) -> dict[str, Any]:
     elif not hook.outcomes:
         reason = f"the shim's hook has not run on {ENGINE_PACKAGE}"
     named, known = names_of_disabled_fixes(), fix_names()
-    off, unknown = [name for name in known if name in named], sorted(named.difference(known))
-    state = dict(active=reason is None, activated_via=via, disabled=disabled, hook_loaded=hook is not None)
-    return {**state, "failure": failure_text, "reason": reason, "disabled_fixes": off, "unknown_fixes": unknown}
+    return dict(
+        active=reason is None,
+        activated_via=via,
+        disabled=disabled,
+        hook_loaded=hook is not None,
+        failure=failure_text,
+        reason=reason,
+        disabled_fixes=[name for name in known if name in named],
+        unknown_fixes=sorted(named.difference(known)),
+    )
 
 
 def _fixes(shim: dict[str, Any], import_errors: dict[str, str]) -> list[dict[str, Any]]:
@@ -264,3 +270,9 @@ def problems(report: Report, options: dict[str, Any]) -> list[str]:
     if not report["value_model_megatron_resolves"]:
         why.append("a Megatron critic's engine does not resolve on an NPU")
     return why
+
+
+def _unproblematic(report: Report) -> str:
+    if not report["verl"]["installed"]:
+        return NOT_APPLICABLE
+    return OK if report["engine_device"] == "npu" else NOT_JUDGED  # a build machine: not "ok" for what was not seen
