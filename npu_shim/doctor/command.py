@@ -96,8 +96,7 @@ def main(
             raise RuntimeError(f"the probe answered {str(answer)[:200]!r}, not a report")
     except RuntimeError as error:
         answer = {"report": with_status({"probed_in": where}, ERROR, error=str(error))}
-    # none: a report made here, or the lookup only (no npu_shim there, or another release's)
     report: Report = {**blank(), **answer["report"], "npu_shim_version": npu_shim.__version__}
-    text = answer.get("text")
+    text = answer.get("text")  # none: a report made here, or the lookup only (no npu_shim there, or another release's)
     text = json.dumps(report, indent=2, sort_keys=True) if as_json else text or render(report)
     return text, report["exit_code"]
