@@ -1,11 +1,12 @@
 """The doctor's probe, run as ``python -c`` source in a fresh interpreter with the caller's environment, or as a Ray
 task. It reads start-up, imports verl as a worker would, and only then loads npu_shim's report code, kept inactive
-(``verl_state.answer``): standard library until then, as npu_shim may not be importable here at all (then this file
-reads the critic's lookup itself)."""
+(``verl_state.answer``): standard library until then, as npu_shim may not be importable here at all (then only
+:func:`critic_lookup`, which the report code calls too)."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -122,29 +123,40 @@ def probe(options: dict[str, Any]) -> dict[str, Any]:
             where = "npu_shim is not importable here" if missing else "npu_shim's report code did not load here"
             start["report_error"] = f"{where} ({type(error).__name__}: {error})"
             return {"report": _lookup_only(start, options)}
-        return answer(start, order, options, device_assumed)
+        return answer(start, order, options, critic_lookup)
     finally:
         sys.meta_path.remove(order)  # a Ray worker lives on
 
 
-def _lookup_only(start: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """Without npu_shim here: the device verl sees and the critic's lookup, judged (a problem where it fails on an
-    NPU), under the report's keys."""
-    facts: dict[str, Any] = {"probe": start, "error": start["report_error"], "probed_in": options.get("probed_in")}
-    device = options.get("device")
-    facts.update(device=None, assumed_device=device, value_model_megatron_error=None)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
+def critic_lookup(device: str | None) -> dict[str, Any]:
+    """The device verl sees, and ``EngineRegistry.get_engine_cls("value_model", "megatron")`` looked up for ``device``
+    (None: that one): whether it resolves, to which class, or why not, under the report's keys. The doctor's one
+    lookup: the report code is given it (it must not import this file, which runs as a script)."""
+    facts: dict[str, Any] = dict(device=None, value_model_megatron_class=None, value_model_megatron_error=None)
+    with contextlib.redirect_stdout(sys.stderr):  # verl may print; stdout carries the report
+        with contextlib.suppress(Exception):  # the report says "unknown"
             from verl.utils.device import get_device_name
-            from verl.workers.engine import EngineRegistry
 
             facts["device"] = str(get_device_name())
+        try:
+            registry = importlib.import_module("verl.workers.engine").EngineRegistry
             with device_assumed(device):
-                EngineRegistry.get_engine_cls("value_model", "megatron")
-    except Exception as error:
-        facts["value_model_megatron_error"] = f"{type(error).__name__}: {error}"
-    facts["value_model_megatron_resolves"] = resolves = facts["value_model_megatron_error"] is None
-    fails = (device or facts["device"]) == "npu" and not resolves
+                engine = registry.get_engine_cls("value_model", "megatron")
+            facts["value_model_megatron_class"] = f"{engine.__module__}.{engine.__qualname__}"
+        except AssertionError as raised:  # verl's own words: "Unknown device: npu for model_type: value_model ..."
+            facts["value_model_megatron_error"] = str(raised)
+        except Exception as raised:  # a verl we do not know: report, do not crash the doctor
+            facts["value_model_megatron_error"] = f"{type(raised).__name__}: {raised}"
+    return {**facts, "value_model_megatron_resolves": facts["value_model_megatron_error"] is None}
+
+
+def _lookup_only(start: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """Without npu_shim's report code here: the device verl sees and the critic's lookup, judged (a problem where it
+    fails on an NPU), under the report's keys."""
+    device = options.get("device")
+    facts = {"probe": start, "error": start["report_error"], "probed_in": options.get("probed_in")}
+    facts.update(assumed_device=device, **critic_lookup(device))
+    fails = (device or facts["device"]) == "npu" and not facts["value_model_megatron_resolves"]
     why = ["a Megatron critic's engine does not resolve on an NPU"] if fails else []  # verl_state.problems' words
     return {**facts, "status": "problem" if fails else "error", "exit_code": 1 if fails else 2, "problems": why}
 

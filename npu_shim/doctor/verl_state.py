@@ -3,12 +3,10 @@ the modules the fixes watch (no process group, no engine, nothing on an accelera
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 import npu_shim
@@ -27,14 +25,14 @@ logger = logging.getLogger("npu_shim")
 
 INACTIVE = "inactive"
 WOULD_APPLY = "apply"
-# The probe's device_assumed (standard library, in probe.py): look verl's engines up for a device.
-Assume = Callable[[str | None], AbstractContextManager[Any]]
+# probe.critic_lookup, the probe's: the device verl sees and the critic's lookup for a device, under the report's keys
+Lookup = Callable[[str | None], dict[str, Any]]
 
 
-def answer(start: dict[str, Any], order: Any, options: dict[str, Any], assume: Assume) -> dict[str, Any]:
+def answer(start: dict[str, Any], order: Any, options: dict[str, Any], lookup: Lookup) -> dict[str, Any]:
     """The probe's answer: the report, judged, and its text. ``start``: what probe.py read of start-up and ``import
     verl``; ``order``: its MegatronOrder; ``options``: the doctor's (``npu_shim.doctor.command.probe_options``)."""
-    report = collect(start["verl_import_error"], options.get("device"), assume)
+    report = collect(start["verl_import_error"], options.get("device"), lookup)
     start = {**start, "pythonpath_entries": routes.pythonpath_entries(start["environment"].get("PYTHONPATH"))}
     installed = report["megatron_adaptor_installed"]
     adaptor = mindspeed_state.adaptor_order(installed, start["activated_at_start"], order.at_adaptor)
@@ -150,21 +148,6 @@ def _qualified(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
 
-def _lookup(registry: Any, assumed_device: str | None, assume: Assume) -> dict[str, Any]:
-    """``get_engine_cls("value_model", "megatron")`` for ``assumed_device``: resolves, to which class, or why not."""
-    engine_class, error = None, "verl has no EngineRegistry with get_engine_cls"
-    if registry is not None:
-        try:
-            with assume(assumed_device):
-                engine_class, error = _qualified(registry.get_engine_cls("value_model", "megatron")), None
-        except AssertionError as raised:
-            error = str(raised)
-        except Exception as raised:  # a verl we do not know: report, do not crash the doctor
-            error = error_text(raised)
-    return dict(value_model_megatron_resolves=error is None, value_model_megatron_class=engine_class,
-                value_model_megatron_error=error)  # fmt: skip
-
-
 def _torch_npu() -> dict[str, Any]:
     module = sys.modules.get("torch_npu")
     # A real torch_npu's release names the torch it was built for (2.6.0.post3); a stand-in's says so.
@@ -172,21 +155,9 @@ def _torch_npu() -> dict[str, Any]:
     return {"loaded": module is not None, "importable": module is not None or found("torch_npu"), "version": version}
 
 
-def _verl_device() -> str | None:
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # verl may print; stdout carries the report
-            from verl.utils.device import get_device_name
-
-            return str(get_device_name())
-    except Exception as raised:
-        logger.debug("verl.utils.device.get_device_name() failed: %s", error_text(raised))
-        return None
-
-
-def collect(verl_import_error: str | None, assumed_device: str | None, assume: Assume) -> Report:
+def collect(verl_import_error: str | None, assumed_device: str | None, lookup: Lookup) -> Report:
     """The report's findings here, not judged yet. ``verl_import_error``: how the probe's ``import verl`` failed (verl
-    is not imported again); ``assumed_device``: judge as where verl sees that device (``doctor --device npu``), which
-    ``assume`` makes verl's registry look engines up for."""
+    is not imported again); ``assumed_device``: judge as where verl sees that device (``doctor --device npu``)."""
     # First, before anything below imports more of Megatron: the probe's MegatronOrder notes this look-up.
     report = {**blank(), **mindspeed_state.stack(), "assumed_device": assumed_device}
     verl = None if verl_import_error else sys.modules.get("verl")
@@ -206,15 +177,17 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
         }
     engine_package, failure = imported[ENGINE_PACKAGE]
     error = f"{ENGINE_PACKAGE} did not import: {failure['error']}" if failure else None
-    device = _verl_device()
+    # as a worker looks the critic up: with the shim's changes where it is active, else verl's own (the fixes judged
+    # below leave verl as they found it)
+    looked_up = lookup(assumed_device)
+    device = looked_up["device"]
     report.update(
+        looked_up,
         verl=dict(importable=True, installed=True, version=str(getattr(verl, "__version__", None)),
                   path=mindspeed_state.package_folder(verl), error=error),
-        device=device,
-        value_model_megatron_error=error,
     )  # fmt: skip
     if engine_package is None:
-        return {**report, "engine_device": assumed_device or device}
+        return {**report, "value_model_megatron_error": error, "engine_device": assumed_device or device}
     # a module may fail where the engine package imports: a verl older than it, or no Megatron
     import_errors = {module: failed["error"] for module, (_, failed) in imported.items() if failed}
     layout = read_layout(engine_package)
@@ -231,7 +204,6 @@ def collect(verl_import_error: str | None, assumed_device: str | None, assume: A
         bridge=bridge_state.bridge_state(),
         engine_device=assumed_device or (reads_it and os.environ.get("VERL_ENGINE_DEVICE")) or device,
         registry=_registry_rows(layout.registry),
-        **_lookup(layout.registry, assumed_device, assume),
     )
     # where this verl lacks the change npu_smi_card makes: the rollout's IPC decision, as the shim makes it here
     card = next(row["would"] or row["verdict"] for row in fixes if row["fix"] == npu_smi_card.NAME)

@@ -344,7 +344,7 @@ ON_THE_IMAGES_STACK = pytest.mark.skipif(
     ids=["all", "no-ma", "no-tenpu"],
 )
 def test_on_core_r0_18_a_missing_megatron_adaptor_or_tenpu_is_a_problem_the_doctor_names(
-    megatron_adaptor: bool, transformer_engine_npu: bool
+    megatron_adaptor: bool, transformer_engine_npu: bool, request: pytest.FixtureRequest
 ) -> None:
     """Without MegatronAdaptor ``import mindspeed`` fails there; verl's guarded import leaves ``repatch = None`` and
     every MindSpeed patch is off, silently. Without TransformerEngineNPU Megatron's guarded import leaves it without
@@ -354,7 +354,8 @@ def test_on_core_r0_18_a_missing_megatron_adaptor_or_tenpu_is_a_problem_the_doct
         megatron_adaptor=megatron_adaptor,
         transformer_engine_npu=transformer_engine_npu,
     )
-    report = _doctor(env)
+    # the whole stack is this environment's own: the module's report, probed once
+    report = request.getfixturevalue("with_shim") if env == _clean_env() else _doctor(env)
     assert report["transformer_engine_installed"] is transformer_engine_npu
     if megatron_adaptor and transformer_engine_npu:
         assert (report["_returncode"], report["status"]) == NATIVE_STATUS, report
@@ -383,11 +384,11 @@ def test_on_core_r0_18_megatron_adaptor_comes_before_megatron_where_verl_imports
     assert (adaptor["installed"], adaptor["before_megatron"], adaptor["megatron_first"]) == (True, True, []), adaptor
 
 
-def test_rays_physical_npu_ids_are_named_and_a_problem_where_their_fix_is_off() -> None:
+def test_rays_physical_npu_ids_are_named_and_a_problem_where_their_fix_is_off(with_shim: dict[str, Any]) -> None:
     """verl #7507: with Ray's NPU ids physical (NOSET) and ASCEND_RT_VISIBLE_DEVICES restricting the devices, every
     verl Ray worker dies in set_device; the doctor names the combination, and the fix turned off is a problem."""
     combination = {"RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1", "ASCEND_RT_VISIBLE_DEVICES": "4,5,6,7"}
-    plain = {row["fix"]: row for row in doctor(_clean_env(), ROOT.parent).report["fixes"]}["ray_npu_device_index"]
+    plain = {row["fix"]: row for row in with_shim["fixes"]}["ray_npu_device_index"]
     assert plain["verdict"] == "not applicable"
     assert "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES is not set" in plain["reason"]
     named = {row["fix"]: row for row in doctor(_clean_env(**combination), ROOT.parent).report["fixes"]}
