@@ -734,6 +734,12 @@ MUTATIONS = [
         new="",
     ),
     Mutation(
+        "doctor: verl 0.9's VERL_ENGINE_DEVICE ignored (its engines looked up for the device it sees)",
+        "npu_shim/doctor/verl_state.py:collect",
+        old='reads_it = uses(getattr(layout.registry, "get_engine_cls", None), "VERL_ENGINE_DEVICE")',
+        new="reads_it = False",
+    ),
+    Mutation(
         "doctor: a watched module that did not import named as the engine package",
         "npu_shim/doctor/verl_state.py:_fixes",
         old="{fix.watches} did not import ({import_errors.get(fix.watches,",

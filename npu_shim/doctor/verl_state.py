@@ -15,6 +15,7 @@ from npu_shim.doctor import bridge_state, mindspeed_state, routes
 from npu_shim.doctor.bridge_state import error_text, import_or_failure
 from npu_shim.doctor.render import render
 from npu_shim.doctor.report import NOT_APPLICABLE, NOT_JUDGED, OK, PROBLEM, Report, blank, with_status
+from npu_shim.fingerprint import uses
 from npu_shim.fixes import npu_smi_card
 from npu_shim.fixes.value_engine import read_layout
 from npu_shim.patcher import ALREADY_APPLIED, APPLIED, ENGINE_PACKAGE, MISSING, UNRECOGNISED, Outcome, Writer, is_ours
@@ -193,9 +194,7 @@ def collect(verl_import_error: str | None, assumed_device: str | None, lookup: L
     layout = read_layout(engine_package)
     fixes, needed_but_off = _fixes(shim, import_errors), _needed_but_off(shim)
     # VERL_ENGINE_DEVICE where this verl's get_engine_cls reads it (0.9)
-    get_engine_cls = getattr(layout.registry, "get_engine_cls", None)
-    code = getattr(getattr(get_engine_cls, "__func__", get_engine_cls), "__code__", None)
-    reads_it = code is not None and "VERL_ENGINE_DEVICE" in code.co_consts
+    reads_it = uses(getattr(layout.registry, "get_engine_cls", None), "VERL_ENGINE_DEVICE")
     report.update(
         mindspeed_state.offer(report, layout),
         fixes=fixes,

@@ -27,7 +27,7 @@ LAYOUTS = (
     "patched-critic-0.7.1",  # 0.7.1 whose value engine has a forward_step of its own, no release's code
 )
 
-# Lookup as in verl 0.6-0.8 (0.9 reads VERL_ENGINE_DEVICE too, which no test sets).
+# Lookup as in verl 0.6-0.8; 0.9's reads VERL_ENGINE_DEVICE first (REGISTRY_LOOKUP_0_9).
 REGISTRY_LOOKUP = """
     @classmethod
     def get_engine_cls(cls, model_type, backend):
@@ -43,6 +43,10 @@ REGISTRY_LOOKUP = """
     def new(cls, model_type, backend, *args, **kwargs):
         return cls.get_engine_cls(model_type, backend)(*args, **kwargs)
 """
+
+REGISTRY_LOOKUP_0_9 = REGISTRY_LOOKUP.replace(
+    "device = get_device_name()", 'device = os.getenv("VERL_ENGINE_DEVICE") or get_device_name()'
+)
 
 REGISTRY_0_6 = """
 class EngineRegistry:
@@ -333,7 +337,7 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
     }
     if with_mindspeed:
         files.update(RECORDING_MINDSPEED)
-    base_head = "from verl.utils.device import get_device_name\n\n\nclass BaseEngine:\n    pass\n"
+    base_head = "import os\n\nfrom verl.utils.device import get_device_name\n\n\nclass BaseEngine:\n    pass\n"
     if layout == "0.5":
         files["verl/workers/engine/__init__.py"] = "from .base import BaseEngine, EngineRegistry\n"
         files["verl/workers/engine/base.py"] = base_head + REGISTRY_0_5
@@ -349,7 +353,8 @@ def write_layout(root: Path, layout: str, *, with_mindspeed: bool = True) -> Pat
         megatron_exports=", ".join(megatron_exports),
         megatron_exports_list=megatron_exports,
     )
-    files["verl/workers/engine/base.py"] = base_head + (REGISTRY_0_9 if native else REGISTRY_0_6) + REGISTRY_LOOKUP
+    lookup = REGISTRY_LOOKUP_0_9 if layout == "0.9" else REGISTRY_LOOKUP
+    files["verl/workers/engine/base.py"] = base_head + (REGISTRY_0_9 if native else REGISTRY_0_6) + lookup
     fail = 'raise ImportError("synthetic: megatron-core is not installed")' if layout == "no-megatron" else ""
     files["verl/workers/engine/megatron/__init__.py"] = (
         f"from .transformer_impl import {', '.join(megatron_exports)}\n\n__all__ = {megatron_exports!r}\n"

@@ -132,6 +132,14 @@ def test_a_stray_verl_engine_device_does_not_change_a_verl_that_never_reads_it(s
     assert "VERL_ENGINE_DEVICE" not in rendered(report)
 
 
+def test_verl_0_9_looks_its_engines_up_for_verl_engine_device_and_the_doctor_follows(site, synthetic, tmp_path):
+    """verl 0.9 reads VERL_ENGINE_DEVICE before the device it sees: set to cpu on this NPU host, its critic is looked
+    up for cpu, which the doctor does not judge (exit 0), saying why."""
+    report, status = run_doctor([site, synthetic("0.9")], tmp_path, VERL_ENGINE_DEVICE="cpu")
+    assert (status, report["status"], report["engine_device"]) == (0, "not judged", "cpu")
+    assert "npu (engines looked up for cpu: VERL_ENGINE_DEVICE)" in rendered(report)
+
+
 def test_the_json_of_every_report_holds_the_problems_it_names(site, synthetic, tmp_path):
     report, _ = run_doctor([site, synthetic("0.7.1")], tmp_path)
     assert report["problems"] == ["a Megatron critic's engine does not resolve on an NPU"]
