@@ -10,13 +10,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOTSTRAP_DIR = ROOT / "npu_shim_bootstrap"
+MATRIX = ROOT / "tests" / "matrix"
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 # An expression for a child's code (Python 2.7 syntax, after `import sys`): npu_shim.activated_via() there,
 # without importing npu_shim, which start-up activates without importing.
@@ -127,6 +130,18 @@ def port_race(output: str) -> bool:
     return "eaddrinuse" in lowered or "address already in use" in lowered
 
 
+def matrix_probe() -> ModuleType:
+    """tests/matrix/probe.py, whose :func:`start_group` and :func:`finish` run every group of rank processes.
+
+    It lives there, not here, because demo.py and the matrix's child interpreters import it with tests/matrix alone
+    on sys.path; the matrix's tests import it by that name, and so does this."""
+    if str(MATRIX) not in sys.path:
+        sys.path.append(str(MATRIX))
+    import probe
+
+    return probe
+
+
 def run_ranks(
     child: os.PathLike[str] | str,
     env_of_rank: Callable[[int, dict[str, str]], Mapping[str, str]],
@@ -134,28 +149,22 @@ def run_ranks(
 ) -> list[Any]:
     """The child program ``child`` (a file) in ``world_size`` interpreters at once, one per rank (``env_of_rank(rank,
     address)``: each rank's environment, with RANK and the kit's ``rendezvous`` address), each printing a JSON report
-    last: the reports, by rank."""
-    from simulated_npu import rendezvous
+    last: the reports, by rank. A rank that fails ends the others (``probe.finish``)."""
+    probe = matrix_probe()
+    with tempfile.TemporaryDirectory() as directory:
+        outputs = [Path(directory, f"rank{rank}.out") for rank in range(world_size)]
 
-    _store, address = rendezvous(world_size)  # the store lives until every rank has ended
-    children = [
-        subprocess.Popen(
-            [sys.executable, os.fspath(child)],
-            env=dict(env_of_rank(rank, address)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(world_size)
-    ]
-    try:
-        outputs = [child.communicate(timeout=300) for child in children]
-    finally:
-        for rank in children:
-            rank.kill()  # a rank whose peer died waits in a collective
-    failed = [stderr for child, (_, stderr) in zip(children, outputs, strict=True) if child.returncode != 0]
-    assert not failed, "\n".join(stderr[-3000:] for stderr in failed)
-    return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs]
+        def start_rank(rank: int, output: Path, address: dict[str, str]) -> subprocess.Popen[str]:
+            with output.open("w") as stdout:  # a file, as stderr (probe.launch): no pipe for a rank to fill
+                return probe.launch([sys.executable, os.fspath(child)], dict(env_of_rank(rank, address)), stdout=stdout)
+
+        ranks = probe.start_group(outputs, start_rank)
+        finished = probe.finish({rank: process for rank, (process, _) in enumerate(ranks)}, timeout=300)
+        failed = [
+            f"rank {rank} exited {status}:\n{stderr[-3000:]}" for rank, (status, stderr) in finished.items() if status
+        ]
+        assert not failed, "\n".join(failed)
+        return [json.loads(output.read_text().strip().splitlines()[-1]) for output in outputs]
 
 
 def run_in_session(

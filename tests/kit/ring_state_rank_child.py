@@ -1,11 +1,11 @@
-"""A child of tests/kit/test_mindspeed_standin.py: ``ring_state_rank_child.py RANK``, one of two gloo ranks (the
-environment gives MASTER_ADDR/MASTER_PORT). Prints one JSON report: the ring state the MindSpeed stand-in built when
-told about CP before Megatron's parallel state, and when told after it."""
+"""A child of tests/kit/test_mindspeed_standin.py: one of two gloo ranks (the environment gives RANK and
+MASTER_ADDR/MASTER_PORT). Prints one JSON report: the ring state the MindSpeed stand-in built when told about CP before
+Megatron's parallel state, and when told after it."""
 
 from __future__ import annotations
 
 import json
-import sys
+import os
 from typing import Any
 
 import torch
@@ -16,7 +16,7 @@ from mindspeed.megatron_adaptor import repatch, simulate_fresh_process
 # isort: split
 from mindspeed.core.context_parallel.model_parallel_utils import ring_state
 
-torch.distributed.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
+torch.distributed.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
 original = parallel_state.initialize_model_parallel
 report: dict[str, Any] = {}
 # MindSpeed told about CP before Megatron's parallel state exists: its wrapper builds the ring.

@@ -7,19 +7,14 @@ each property below to tell a repatch that works from one that only looks right.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
-import signal
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
-from helpers import clean_env
+from helpers import clean_env, run_ranks
 
-from simulated_npu import rendezvous, simulated_npu_env
+from simulated_npu import simulated_npu_env
 
 pytest_plugins = ["simulated_npu.pytest_plugin"]
 
@@ -140,36 +135,8 @@ def test_ring_windows_split_a_ring_as_mindspeed_does(simulated_npu):
 RANK_CHILD = Path(__file__).with_name("ring_state_rank_child.py")
 
 
-def two_ranks(tmp_path) -> list[tuple[int, str, str]]:
-    """RANK_CHILD on two processes, meeting at the kit's ``rendezvous``: (exit status, stdout, stderr) of each."""
-    _store, address = rendezvous(2)  # the store lives until both ranks have ended
-    env = simulated_npu_env(clean_env(**address))
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(RANK_CHILD), str(rank)],
-            env=env,
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        outputs = [process.communicate(timeout=300) for process in ranks]
-    finally:
-        for process in ranks:  # both, and whatever they started, also when one of them hangs
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-    return [(process.returncode, stdout, stderr) for process, (stdout, stderr) in zip(ranks, outputs, strict=True)]
-
-
-def test_ring_state_is_built_only_when_repatch_comes_before_the_parallel_state(tmp_path):
-    reports = []
-    for status, stdout, stderr in two_ranks(tmp_path):
-        assert status == 0, stderr
-        reports.append(json.loads(stdout.strip().splitlines()[-1]))
+def test_ring_state_is_built_only_when_repatch_comes_before_the_parallel_state():
+    reports = run_ranks(RANK_CHILD, lambda rank, address: simulated_npu_env(clean_env(RANK=str(rank), **address)))
     for rank, report in enumerate(reports):
         assert report["repatch_first"] == {
             "intra_window": [rank],

@@ -28,13 +28,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("none", "sitecustomize", "import-before", "import-after")
 MINDSPEED_LINE_VARIABLE = "NPU_SHIM_SIM_MINDSPEED"
+Name = TypeVar("Name")  # what finish() knows a child by
 
 
 def verl_files_digest() -> str:
@@ -63,8 +65,7 @@ def start(
     with :func:`finish`.
 
     PATH and HOME only, plus ``variables``; the simulated NPU on PYTHONPATH, ``ahead`` before it (real
-    MindSpeed's source, tests/real_mindspeed), and the checkout before those for ``sitecustomize``. stderr
-    is piped for the caller to report.
+    MindSpeed's source, tests/real_mindspeed), and the checkout before those for ``sitecustomize``.
     """
     kept = ("PATH", "HOME", MINDSPEED_LINE_VARIABLE)  # the line the MindSpeed stand-in simulates (noxfile)
     env = {name: os.environ[name] for name in kept if name in os.environ}
@@ -75,33 +76,54 @@ def start(
     if mode == "sitecustomize":
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]])
     env.update(variables)
+    return launch([sys.executable, script, mode, str(output), *options], env, cwd=output.parent)
+
+
+def launch(
+    command: list[str], env: dict[str, str], cwd: Path | None = None, stdout: Any = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
+    """Start ``command`` with its stderr in a temporary file (``stderr_log``), which :func:`finish` reads and closes."""
     # stderr into a file, not a pipe: a child that writes more than a pipe holds blocks until it is read, and a
     # caller waiting on another rank first, which waits on this one in a collective, would wait for ever (real
     # MindSpeed core_r0.18.0's patch pass makes transformers warn some hundred kB at import)
     log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by finish()
-    child = subprocess.Popen(
-        [sys.executable, script, mode, str(output), *options], env=env, cwd=output.parent,
-        stdout=subprocess.DEVNULL, stderr=log, text=True,
-    )  # fmt: skip
-    child.stderr_log = log  # read by finish()
+    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=stdout, stderr=log, text=True)
+    child.stderr_log = log
     return child
 
 
-def finish(children: dict[str, subprocess.Popen[str]], timeout: float = 600) -> dict[str, tuple[int, str]]:
-    """Wait for every child: (exit status, stderr) by name. One that overran ``timeout`` is ended and reported as
-    failed, with the others' stderr still read: a rank that died first says why its peers waited."""
+def finish(children: dict[Name, subprocess.Popen[str]], timeout: float = 600) -> dict[Name, tuple[int, str]]:
+    """Wait for every child at once, ``timeout`` s in all: (exit status, stderr) by name. A child that fails ends the
+    others of its group (the same ``rendezvous``: :func:`start_group`), which would wait for it until the timeout;
+    children of no group, or of another, go on. Each child the test ended (those too at the deadline) is reported as
+    failed, with a line saying why at the end of its stderr."""
+    deadline = time.monotonic() + timeout
+    ended: dict[Name, str] = {}  # name -> why the test ended it
     results = {}
     try:
+        running = set(children)
+        while running:
+            exited = {name for name in running if children[name].poll() is not None}
+            running -= exited
+            for name in exited:
+                failed, group = children[name], getattr(children[name], "rendezvous", None)
+                if failed.returncode and group is not None:  # its peers wait for it in a collective, or at the store
+                    for peer in running:
+                        if getattr(children[peer], "rendezvous", None) is group:
+                            ended.setdefault(peer, f"rank {failed.rank} of its group failed")
+            if time.monotonic() > deadline:
+                for name in running:
+                    ended.setdefault(name, f"still running after {timeout:.0f} s")
+            for name in running & ended.keys():
+                children[name].kill()
+                children[name].wait()
+            running -= ended.keys()
+            if running:
+                time.sleep(0.2)
         for name, child in children.items():
-            try:
-                child.wait(timeout=timeout)
-                overran = ""
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-                overran = f"\n[ended by the test: still running after {timeout:.0f} s]"
             child.stderr_log.seek(0)
-            results[name] = (child.returncode, child.stderr_log.read() + overran)
+            note = f"\n[ended by the test: {ended[name]}]" if name in ended else ""
+            results[name] = (child.returncode, child.stderr_log.read() + note)
     finally:
         for child in children.values():
             child.kill()
@@ -114,11 +136,12 @@ def start_group(
     outputs: list[Path], start_rank: Callable[[int, Path, dict[str, str]], subprocess.Popen[str]]
 ) -> list[tuple[subprocess.Popen[str], Path]]:
     """A process per rank, ``start_rank(rank, output, address)``, all meeting at one ``rendezvous`` (the kit's):
-    the processes and their outputs. The store lives as long as the processes are waited for."""
+    the processes and their outputs. The store lives as long as the processes are waited for (:func:`finish`, which
+    ends a group's other ranks when one fails)."""
     store, address = testing_kit().rendezvous(len(outputs))
     ranks = [(start_rank(rank, output, address), output) for rank, output in enumerate(outputs)]
-    for process, _ in ranks:
-        process.rendezvous = store
+    for rank, (process, _) in enumerate(ranks):
+        process.rendezvous, process.rank = store, rank
     return ranks
 
 
