@@ -1,9 +1,9 @@
 """The demonstration `make demo` runs: verl 0.7.1 on a SIMULATED Ascend NPU, without and with npu_shim.
 
 Run it with ``make demo`` (builds the verl 0.7.1 environment on first use). Every check runs twice, in fresh
-interpreters: without the shim, and with it as the README's Quick start sets it up for verl 0.6-0.8 (pip-installed,
-here into a temporary folder on PYTHONPATH, and ``VERL_USE_EXTERNAL_MODULES=npu_shim``, so that verl's own
-``import verl`` activates it). tests/matrix/probe.py builds verl's Megatron critic and actor engines for real,
+interpreters: without the shim, and with it as the README's "Install and turn on" sets it up for verl 0.6-0.8
+(pip-installed, here into a temporary folder on PYTHONPATH, and ``VERL_USE_EXTERNAL_MODULES=npu_shim``, so that verl's
+own ``import verl`` activates it). tests/matrix/probe.py builds verl's Megatron critic and actor engines for real,
 with real megatron-core, on one gloo rank, then on two ranks with context parallelism 2; the NPU is
 simulated_npu's stand-in torch_npu, and MindSpeed its stand-in, which records each time it is set up
 (``repatch``) and, as MindSpeed does, sets up context-parallel attention (its ring) only if that came before

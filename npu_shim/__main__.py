@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         "     TransformerEngineNPU that imports; with --device npu, verl is missing; with --strict (or\n"
         "     NPU_SHIM_STRICT=1), NPU_SHIM_DISABLED_FIXES names no fix\n"
         "  2  no verdict: the probe gave no report (--timeout, no Ray cluster), the probed interpreter has no\n"
-        "     npu_shim of this release and its critic's lookup resolves, or bad arguments",
+        "     npu_shim of this release and its critic's lookup does not fail on an NPU, or bad arguments",
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object (keys: see npu_shim.doctor.report)")
     doctor.add_argument(
